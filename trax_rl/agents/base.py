@@ -1,0 +1,355 @@
+"""Agent: the RL lifecycle (collect, evaluate, train, save) as Trax's."""
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from etils import epath
+
+from trax_rl import checkpoint, metrics
+from trax_rl import task as task_lib
+from trax_rl import trajectory as trajectory_lib
+
+CHECKPOINT_FILE = 'checkpoint.pkl'
+EpochCallback = Callable[['Agent', dict[str, Any]], None]
+
+
+def check_output_dir(output_dir: str) -> epath.Path:
+  """Creates output_dir if needed; raises ValueError if it is unusable."""
+  path = epath.Path(output_dir)
+  if path.exists() and not path.is_dir():
+    raise ValueError(f'output_dir {output_dir} exists and is not a directory')
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / '.write_probe'
+    probe.write_text('')
+    probe.unlink()
+  except OSError as e:
+    raise ValueError(
+      f'output_dir {output_dir} is not writable: {e.strerror or e}'
+    ) from None
+  return path
+
+
+def _check_count(name: str, value, minimum: int) -> None:
+  if value is not None and (
+    isinstance(value, bool)
+    or not isinstance(value, (int, np.integer))
+    or value < minimum
+  ):
+    raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+
+
+class Agent:
+  """An RL agent: collects trajectories into its RLTask and trains on them.
+
+  Subclasses implement `make_policy`, `train_epoch` and, for what they add
+  to the checkpoint, `state_dict` / `load_state_dict`.
+  """
+
+  def __init__(
+    self,
+    task: task_lib.RLTask,
+    n_trajectories_per_epoch: int | None = None,
+    n_interactions_per_epoch: int | None = None,
+    n_eval_episodes: int = 0,
+    eval_steps: Sequence[int] | None = None,
+    eval_temperatures: Sequence[float] = (0.0,),
+    only_eval: bool = False,
+    output_dir: str | None = None,
+    seed: int = 0,
+  ):
+    """Configures the agent.
+
+    Args:
+      task: the RLTask to collect into and train on.
+      n_trajectories_per_epoch: episodes collected per epoch (epochs then end
+        at episode boundaries and resume exactly).
+      n_interactions_per_epoch: env steps collected per epoch (episodes run
+        on across epochs). Exactly one of the two must be given.
+      n_eval_episodes: episodes played per eval temperature and eval step cap
+        each epoch, on a separate env, not stored.
+      eval_steps: episode-length caps for evaluation; default the task's.
+      eval_temperatures: temperatures to evaluate at (0.0 is greedy).
+      only_eval: collect for evaluation only; store nothing, train nothing.
+      output_dir: where checkpoints, trajectories and metrics go; a run
+        finding a checkpoint there continues from it.
+      seed: seeds the agent's numpy Generator and JAX key (checkpointed).
+    """
+    if (n_trajectories_per_epoch is None) == (n_interactions_per_epoch is None):
+      raise ValueError(
+        'exactly one of n_trajectories_per_epoch and '
+        'n_interactions_per_epoch must be set, got '
+        f'n_trajectories_per_epoch={n_trajectories_per_epoch}, '
+        f'n_interactions_per_epoch={n_interactions_per_epoch}'
+      )
+    _check_count('n_trajectories_per_epoch', n_trajectories_per_epoch, 1)
+    _check_count('n_interactions_per_epoch', n_interactions_per_epoch, 1)
+    _check_count('n_eval_episodes', n_eval_episodes, 0)
+    eval_steps = list(eval_steps) if eval_steps else [task.max_steps]
+    for s in eval_steps:
+      _check_count('eval_steps', s, 1)
+    for t in eval_temperatures:
+      if not (isinstance(t, (int, float)) and t >= 0):
+        raise ValueError(f'eval_temperatures must be >= 0, got {t!r}')
+    self._task = task
+    self._n_trajectories_per_epoch = n_trajectories_per_epoch
+    self._n_interactions_per_epoch = n_interactions_per_epoch
+    self._n_eval_episodes = n_eval_episodes
+    self._eval_steps = eval_steps
+    self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
+    self._only_eval = only_eval
+    self._output_dir = (
+      os.fspath(check_output_dir(output_dir))
+      if output_dir is not None
+      else None
+    )
+    self._seed = seed
+    self._epoch = 0
+    self._avg_returns: list[float] = []
+    self._avg_returns_temperatures = {
+      t: {s: [] for s in eval_steps} for t in self._eval_temperatures
+    }
+    self._rng = np.random.default_rng([seed, 2])
+    self._key = jax.random.PRNGKey(seed)
+    self._restored = False
+    self._writer = None
+
+  # Read-only views, as Trax's.
+  @property
+  def task(self) -> task_lib.RLTask:
+    return self._task
+
+  @property
+  def current_epoch(self) -> int:
+    return self._epoch
+
+  @property
+  def avg_returns(self) -> list[float]:
+    return self._avg_returns
+
+  @property
+  def avg_returns_temperatures(self) -> dict[float, dict[Any, list[float]]]:
+    return self._avg_returns_temperatures
+
+  @property
+  def output_dir(self) -> str | None:
+    return self._output_dir
+
+  def next_key(self) -> jax.Array:
+    """A fresh raw PRNG key from the agent's checkpointed key."""
+    self._key, key = jax.random.split(self._key)
+    return key
+
+  # To implement.
+  def make_policy(
+    self, temperature: float, evaluation: bool
+  ) -> task_lib.BatchPolicy:
+    """A batched policy at `temperature`; `evaluation` keeps its own state."""
+    raise NotImplementedError
+
+  def train_epoch(self) -> dict[str, float]:
+    """Trains for one epoch; returns metrics to log."""
+    raise NotImplementedError
+
+  def state_dict(self) -> dict[str, Any]:
+    """What a subclass adds to the checkpoint (numpy and plain values)."""
+    return {}
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    del state
+
+  def compile_update(self) -> None:
+    """Compiles one training update on a sample batch, without training."""
+    raise NotImplementedError
+
+  def random_policy(self) -> task_lib.BatchPolicy:
+    """Uniformly random actions from the task's action space."""
+    space = self._task.action_space
+    space.seed(int(self._rng.integers(2**31 - 1)))
+    return lambda obs, first: (
+      np.stack([np.asarray(space.sample()) for _ in range(len(obs))]),
+      {},
+    )
+
+  def check(self) -> dict[str, Any]:
+    """Acts once and compiles one update; what `trax-rl check` reports.
+
+    Raises:
+      ValueError: the policy's actions do not fit the env's action space.
+    """
+    env = self._task.env
+    obs, _ = env.reset(seed=0)
+    action, _ = self.make_policy(1.0, evaluation=True)(
+      np.asarray(obs), np.ones(env.num_envs, bool)
+    )
+    for a in np.asarray(action):
+      if not env.single_action_space.contains(
+        np.asarray(a, env.single_action_space.dtype)
+      ):
+        raise ValueError(
+          f'{type(self).__name__} chose action {a}, outside '
+          f'the action space {env.single_action_space}'
+        )
+    self.compile_update()
+    return {
+      'observation_space': str(env.single_observation_space),
+      'action_space': str(env.single_action_space),
+      'n_envs': env.num_envs,
+      'acting': 'ok',
+      'update': 'compiled',
+    }
+
+  def policy(
+    self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
+  ) -> tuple[Any, dict[str, Any]]:
+    """Trax's single-trajectory form: the action after `trajectory`."""
+    obs = np.asarray(trajectory.last_observation)[None]
+    first = np.array([len(trajectory) == 1])
+    action, info = self.make_policy(temperature, evaluation=True)(obs, first)
+    return np.asarray(action)[0], {k: np.asarray(v)[0] for k, v in info.items()}
+
+  # Lifecycle.
+  def _collect(self) -> float:
+    return self._task.collect_trajectories(
+      self.make_policy(1.0, evaluation=False),
+      n_trajectories=self._n_trajectories_per_epoch,
+      n_interactions=self._n_interactions_per_epoch,
+      only_eval=self._only_eval,
+      epoch_id=self._epoch,
+    )
+
+  def evaluate(self) -> dict[str, float]:
+    """Plays n_eval_episodes per temperature and step cap; returns means."""
+    results = {}
+    for steps in self._eval_steps:
+      for temp in self._eval_temperatures:
+        avg = self._task.collect_trajectories(
+          self.make_policy(temp, evaluation=True),
+          n_trajectories=self._n_eval_episodes,
+          only_eval=True,
+          max_steps=steps,
+        )
+        self._avg_returns_temperatures[temp][steps].append(avg)
+        results[f'eval_return_t{temp:g}' + (f'_s{steps}' if steps else '')] = (
+          avg
+        )
+    return results
+
+  def run(
+    self,
+    n_epochs: int = 1,
+    n_epochs_is_total_epochs: bool = False,
+    callbacks: Sequence[EpochCallback] = (),
+  ) -> None:
+    """Runs n epochs of collect -> evaluate -> train -> save.
+
+    Args:
+      n_epochs: epochs to run.
+      n_epochs_is_total_epochs: count epochs restored from output_dir too.
+      callbacks: each called as `callback(agent, record)` after every epoch.
+    """
+    _check_count('n_epochs', n_epochs, 0)
+    self.restore()
+    n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
+    if self._output_dir is not None and self._writer is None:
+      self._writer = metrics.MetricsWriter(self._output_dir)
+    for _ in range(max(n_to_run, 0)):
+      self._epoch += 1
+      start = time.perf_counter()
+      interactions_before = self._task.n_interactions()
+      avg_return = self._collect()
+      self._avg_returns.append(avg_return)
+      collect_s = time.perf_counter() - start
+      new_interactions = self._task.n_interactions() - interactions_before
+      record = {
+        'avg_return': avg_return,
+        'n_interactions': self._task.n_interactions(),
+        'n_trajectories': self._task.n_trajectories(),
+        'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
+        'collect_s': collect_s,
+      }
+      if self._n_eval_episodes and not self._only_eval:
+        record.update(self.evaluate())
+      if not self._only_eval:
+        start = time.perf_counter()
+        record.update(self.train_epoch())
+        record['train_s'] = time.perf_counter() - start
+      if self._writer is not None:
+        self._writer.write('epoch', self._epoch, record)
+      if self._output_dir is not None:
+        self.save()
+      for callback in callbacks:
+        callback(self, record)
+
+  # Checkpoints.
+  def _checkpoint_path(self) -> epath.Path:
+    return epath.Path(self._output_dir) / CHECKPOINT_FILE
+
+  def save(self) -> None:
+    """Writes the full state; the checkpoint file is the commit point."""
+    if self._output_dir is None:
+      raise ValueError('save() needs an output_dir')
+    task_state = self._task.save_to_dir(self._output_dir)
+    checkpoint.save(
+      self._checkpoint_path(),
+      {
+        'agent': type(self).__name__,
+        'epoch': self._epoch,
+        'avg_returns': self._avg_returns,
+        'avg_returns_temperatures': [
+          [t, s, v]
+          for t, d in self._avg_returns_temperatures.items()
+          for s, v in d.items()
+        ],
+        'rng': self._rng.bit_generator.state,
+        'key': np.asarray(self._key),
+        'task': task_state,
+        'state': self.state_dict(),
+      },
+    )
+    self._task.remove_stale_files(self._output_dir)
+
+  def restore(self) -> bool:
+    """Loads the checkpoint in output_dir, once; True if there was one.
+
+    Raises:
+      CheckpointError: the checkpoint is unreadable or of another agent.
+    """
+    if self._restored or self._output_dir is None:
+      return False
+    self._restored = True
+    path = self._checkpoint_path()
+    if not path.exists():
+      return False
+    ckpt = checkpoint.load(path)
+    try:
+      if ckpt['agent'] != type(self).__name__:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} was written by {ckpt["agent"]}, not '
+          f'{type(self).__name__}'
+        )
+      self._task.load_from_dir(self._output_dir, ckpt['task'])
+      self.load_state_dict(ckpt['state'])
+      self._epoch = int(ckpt['epoch'])
+      self._avg_returns = list(ckpt['avg_returns'])
+      for t, s, v in ckpt['avg_returns_temperatures']:
+        self._avg_returns_temperatures.setdefault(t, {})[s] = list(v)
+      self._rng.bit_generator.state = ckpt['rng']
+      self._key = jax.numpy.asarray(ckpt['key'])
+    except (KeyError, TypeError, IndexError) as e:
+      raise checkpoint.CheckpointError(
+        f'checkpoint {path} is incomplete ({e!r})'
+      ) from None
+    metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
+      'epoch', self._epoch
+    )
+    return True
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None

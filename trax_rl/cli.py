@@ -1,0 +1,217 @@
+"""The `trax-rl` command: train | eval | plot | check."""
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+  """argparse with exit status 2 and one line for usage errors."""
+
+  def error(self, message: str):
+    self.exit(EXIT_BAD_INPUT, f'trax-rl: error: {message}\n')
+
+
+def _add_config_args(p: argparse.ArgumentParser, required: bool) -> None:
+  p.add_argument(
+    '--config_file',
+    action='append',
+    default=[],
+    required=required,
+    help='gin file (repeatable)',
+  )
+  p.add_argument(
+    '--config',
+    action='append',
+    default=[],
+    help='gin binding, e.g. "train_rl.n_epochs=5" (repeatable)',
+  )
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = _Parser(prog='trax-rl', description=__doc__)
+  parser.add_argument(
+    '--debug',
+    action='store_true',
+    help='show full tracebacks instead of one-line errors',
+  )
+  sub = parser.add_subparsers(
+    dest='command', required=True, parser_class=_Parser
+  )
+  train = sub.add_parser('train', help='train the gin-configured agent')
+  _add_config_args(train, required=True)
+  train.add_argument('--output_dir', required=True)
+  train.add_argument(
+    '--no_progress', action='store_true', help='no progress bar'
+  )
+  ev = sub.add_parser('eval', help='evaluate a trained run')
+  ev.add_argument('--output_dir', required=True)
+  ev.add_argument('--episodes', type=int, default=10)
+  ev.add_argument('--temperature', type=float, default=0.0)
+  plot = sub.add_parser('plot', help='plot returns of runs')
+  plot.add_argument('runs', nargs='+')
+  plot.add_argument('--out', default='curves.png')
+  plot.add_argument(
+    '--metric',
+    default=None,
+    help='metric to plot (default: greedy eval return, else avg_return)',
+  )
+  check = sub.add_parser('check', help='validate a config without training')
+  _add_config_args(check, required=True)
+  return parser
+
+
+def _train(args) -> None:
+  from trax_rl import configurables  # Heavy imports only after parsing.
+  from trax_rl.agents import base
+
+  base.check_output_dir(args.output_dir)
+  configurables.parse(args.config_file, args.config)
+  n_epochs = configurables.query('train_rl.n_epochs', 10)
+  bar = None
+  if not args.no_progress:
+    import tqdm
+
+    bar = tqdm.tqdm(
+      total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
+    )
+
+  def progress(agent, record: dict[str, Any]) -> None:
+    if bar is None:
+      return
+    bar.n = agent.current_epoch
+    shown = {'return': f'{record["avg_return"]:.1f}'}
+    for k, v in record.items():
+      if k.startswith('eval_return'):
+        shown[k.replace('eval_return_', 'eval_')] = f'{v:.1f}'
+    shown['steps'] = record['n_interactions']
+    bar.set_postfix(shown, refresh=False)
+    bar.refresh()
+
+  try:
+    agent = configurables.train_rl(
+      output_dir=args.output_dir, callbacks=[progress]
+    )
+  finally:
+    if bar is not None:
+      bar.close()
+  returns = agent.avg_returns
+  print(
+    json.dumps(
+      {
+        'output_dir': os.path.abspath(args.output_dir),
+        'epochs': agent.current_epoch,
+        'last_avg_return': returns[-1] if returns else None,
+        'metrics': os.path.join(
+          os.path.abspath(args.output_dir), 'metrics.jsonl'
+        ),
+      }
+    )
+  )
+
+
+def _check(args) -> None:
+  from trax_rl import configurables
+
+  configurables.parse(args.config_file, args.config)
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  report = agent.check()
+  print(
+    json.dumps(dict({'config': 'ok', 'agent': type(agent).__name__}, **report))
+  )
+
+
+def _eval(args) -> None:
+  from etils import epath
+
+  from trax_rl import configurables
+
+  config = epath.Path(args.output_dir) / configurables.CONFIG_FILE
+  if not config.exists():
+    raise ValueError(
+      f'{args.output_dir} has no {configurables.CONFIG_FILE}: '
+      'is it the output_dir of a trained run?'
+    )
+  if args.episodes < 1:
+    raise ValueError(f'--episodes must be >= 1, got {args.episodes}')
+  configurables.parse([os.fspath(config)])
+  agent = configurables.train_rl(output_dir=args.output_dir, build_only=True)
+  if not agent.restore():
+    raise ValueError(f'{args.output_dir} has no checkpoint to evaluate')
+  avg = agent.task.collect_trajectories(
+    agent.make_policy(args.temperature, evaluation=True),
+    n_trajectories=args.episodes,
+    only_eval=True,
+  )
+  print(
+    json.dumps(
+      {
+        'output_dir': args.output_dir,
+        'epoch': agent.current_epoch,
+        'temperature': args.temperature,
+        'episodes': args.episodes,
+        'mean_return': avg,
+      }
+    )
+  )
+
+
+def _plot(args) -> None:
+  import matplotlib
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  from trax_rl import metrics
+
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for run in args.runs:
+    records = metrics.read(run)
+    metric = args.metric or next(
+      (k for r in records for k in r if k.startswith('eval_return_t0')),
+      'avg_return',
+    )
+    points = [
+      (r['n_interactions'], r[metric])
+      for r in records
+      if r.get(metric) is not None
+    ]
+    if not points:
+      raise ValueError(f'{run} has no values of {metric!r}')
+    xs, ys = zip(*points)
+    ax.plot(xs, ys, label=f'{os.path.basename(run.rstrip("/"))} ({metric})')
+  ax.set_xlabel('env steps')
+  ax.set_ylabel('return')
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(args.out)
+  print(json.dumps({'plot': os.path.abspath(args.out)}))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+  commands = {'train': _train, 'eval': _eval, 'plot': _plot, 'check': _check}
+  try:
+    commands[args.command](args)
+  except KeyboardInterrupt:
+    print(
+      'trax-rl: interrupted; the last completed epoch is saved', file=sys.stderr
+    )
+    return 130
+  except (ValueError, OSError, TypeError, KeyError) as e:
+    if args.debug:
+      raise
+    from trax_rl import configurables
+
+    print(f'trax-rl: error: {configurables.first_line(e)}', file=sys.stderr)
+    return EXIT_BAD_INPUT
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

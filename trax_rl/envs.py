@@ -1,0 +1,120 @@
+"""Environments: make single and vector gymnasium envs; space helpers."""
+
+import copy
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+EnvLike = str | gym.Env | Callable[[], gym.Env]
+
+
+def _unknown_env_error(env_id: str, error: Exception) -> ValueError:
+  return ValueError(f'unknown env id {env_id!r}: {error}')
+
+
+def make_env(env: EnvLike, **kwargs) -> gym.Env:
+  """Builds one gymnasium env from an id, an instance or a factory.
+
+  Args:
+    env: a registered gymnasium id (`'CartPole-v1'`), an env instance (returned
+      as is), or a zero-argument callable that returns an env.
+    **kwargs: passed to `gymnasium.make` when `env` is an id.
+
+  Returns:
+    The environment.
+
+  Raises:
+    ValueError: the id is not registered (the message names it).
+  """
+  if isinstance(env, str):
+    try:
+      return gym.make(env, **kwargs)
+    except gym.error.Error as e:
+      raise _unknown_env_error(env, e) from None
+    except ModuleNotFoundError as e:
+      raise ValueError(
+        f'env {env!r} needs a package that is not installed: {e.name} '
+        '(see the README for the optional extras)'
+      ) from None
+  if isinstance(env, gym.Env):
+    return env
+  if callable(env):
+    made = env()
+    if not isinstance(made, gym.Env):
+      raise ValueError(
+        f'env factory {env!r} returned {type(made).__name__}, '
+        'not a gymnasium.Env'
+      )
+    return made
+  raise ValueError(
+    f'env must be an id, a gymnasium.Env or a factory, got {type(env).__name__}'
+  )
+
+
+def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.SyncVectorEnv:
+  """Builds `n_envs` copies of `env` stepped in lockstep.
+
+  The vector env's autoreset is disabled: `RLTask` resets finished envs itself
+  (with `options={'reset_mask': mask}`), so that it sees every final
+  observation and decides when an episode may start.
+
+  Args:
+    env: as for `make_env`; an instance is deep-copied for envs 2..n.
+    n_envs: number of envs, >= 1.
+
+  Returns:
+    A `gymnasium.vector.SyncVectorEnv`.
+  """
+  if n_envs < 1:
+    raise ValueError(f'n_envs must be >= 1, got {n_envs}')
+  first = make_env(env)
+  if isinstance(env, gym.Env):
+    fns = [lambda: first] + [lambda: copy.deepcopy(first)] * (n_envs - 1)
+  else:
+    fns = [lambda: first] + [lambda: make_env(env)] * (n_envs - 1)
+  return gym.vector.SyncVectorEnv(
+    fns, copy=False, autoreset_mode=gym.vector.AutoresetMode.DISABLED
+  )
+
+
+def is_discrete(space: gym.Space) -> bool:
+  """Whether a space is a single `Discrete`."""
+  return isinstance(space, gym.spaces.Discrete)
+
+
+def require_discrete(space: gym.Space, agent_name: str) -> int:
+  """Returns the number of actions, or raises naming the space.
+
+  Raises:
+    ValueError: `space` is not `Discrete`.
+  """
+  if not is_discrete(space):
+    raise ValueError(f'{agent_name} needs a Discrete action space, got {space}')
+  return int(space.n)
+
+
+class MaskVelocity(gym.ObservationWrapper):
+  """Hides the velocity entries of a classic-control observation.
+
+  On CartPole the observation is (x, x_dot, theta, theta_dot); with the
+  velocities zeroed the task is partially observable, so a feed-forward agent
+  must guess and a recurrent one can infer velocities from history.
+
+  Args:
+    env: the env (id, instance or factory) to wrap.
+    indices: observation indices to zero; default: CartPole's (1, 3).
+  """
+
+  def __init__(self, env: EnvLike, indices: tuple[int, ...] = (1, 3)):
+    super().__init__(make_env(env))
+    self._mask = np.ones(self.observation_space.shape, np.float32)
+    self._mask[list(indices)] = 0.0
+
+  def observation(self, observation: np.ndarray) -> np.ndarray:
+    return (observation * self._mask).astype(observation.dtype)
+
+
+def masked_cartpole() -> gym.Env:
+  """CartPole-v1 with its velocities hidden (a memory task)."""
+  return MaskVelocity('CartPole-v1')

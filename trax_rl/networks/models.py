@@ -1,0 +1,219 @@
+"""Flax modules: bodies (MLP, Nature-DQN conv torso) and Trax-named heads.
+
+Heads take a `body`: a zero-argument factory of a flax module (a gin
+configurable class such as `MLP`), called inside the head, so every model
+builds its own body. All modules take a batch of observations `[B, ...]`.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from trax_rl import types
+
+_ACTIVATIONS = {
+  'relu': nn.relu,
+  'tanh': jnp.tanh,
+  'elu': nn.elu,
+  'gelu': nn.gelu,
+  'swish': nn.swish,
+  'sigmoid': nn.sigmoid,
+  'leaky_relu': nn.leaky_relu,
+}
+
+
+def activation_fn(activation: str | Callable) -> Callable:
+  """An activation by name ('relu', 'tanh', ...) or the callable itself."""
+  if callable(activation):
+    return activation
+  if activation not in _ACTIVATIONS:
+    raise ValueError(
+      f'unknown activation {activation!r}; known: {sorted(_ACTIVATIONS)}'
+    )
+  return _ACTIVATIONS[activation]
+
+
+class MLP(nn.Module):
+  """Multilayer perceptron.
+
+  Attributes:
+    layer_widths: width of each hidden Dense layer.
+    activation: activation after each hidden layer (name or callable).
+    out_activation: whether the last layer also gets the activation.
+    flatten: flatten each observation to a vector first.
+  """
+
+  layer_widths: Sequence[int] = (64, 64)
+  activation: str | Callable = 'relu'
+  out_activation: bool = True
+  flatten: bool = True
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    x = jnp.asarray(x, jnp.float32)
+    if self.flatten:
+      x = x.reshape((x.shape[0], -1))
+    act = activation_fn(self.activation)
+    for i, width in enumerate(self.layer_widths):
+      x = nn.Dense(width)(x)
+      if i + 1 < len(self.layer_widths) or self.out_activation:
+        x = act(x)
+    return x
+
+
+class ConvTorso(nn.Module):
+  """The Nature-DQN torso: 3 conv layers and a 512-unit Dense, on [B, H, W, C].
+
+  Attributes:
+    scale: observations are multiplied by this (1/255 for uint8 frames).
+    dense_width: width of the final Dense layer (0 to skip it).
+  """
+
+  scale: float = 1.0 / 255.0
+  dense_width: int = 512
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    x = jnp.asarray(x, jnp.float32) * self.scale
+    if x.ndim == 3:  # [B, H, W] frames without a channel axis.
+      x = x[..., None]
+    x = nn.relu(nn.Conv(32, (8, 8), strides=(4, 4), padding='VALID')(x))
+    x = nn.relu(nn.Conv(64, (4, 4), strides=(2, 2), padding='VALID')(x))
+    x = nn.relu(nn.Conv(64, (3, 3), strides=(1, 1), padding='VALID')(x))
+    x = x.reshape((x.shape[0], -1))
+    if self.dense_width:
+      x = nn.relu(nn.Dense(self.dense_width)(x))
+    return x
+
+
+class Policy(nn.Module):
+  """Trax's `Policy`: body, then a Dense to the distribution's inputs."""
+
+  n_inputs: int
+  body: Callable[[], nn.Module] = MLP
+
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(self.n_inputs)(self.body()(x))
+
+
+class Value(nn.Module):
+  """Trax's `Value`: body, then a Dense to one scalar per observation [B]."""
+
+  body: Callable[[], nn.Module] = MLP
+
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(1)(self.body()(x))[..., 0]
+
+
+class PolicyAndValue(nn.Module):
+  """Trax's `PolicyAndValue`: a shared body with policy and value heads.
+
+  Attributes:
+    n_inputs: number of policy-distribution inputs.
+    body: shared body factory.
+    joint: share the body; if False, two bodies (one per head).
+
+  Returns (dist_inputs [B, n_inputs], values [B]).
+  """
+
+  n_inputs: int
+  body: Callable[[], nn.Module] = MLP
+  joint: bool = True
+
+  @nn.compact
+  def __call__(self, x):
+    h = self.body()(x)
+    hv = h if self.joint else self.body()(x)
+    return nn.Dense(self.n_inputs)(h), nn.Dense(1)(hv)[..., 0]
+
+
+class Quality(nn.Module):
+  """Trax's `Quality`: Q values for each action, optionally dueling.
+
+  Attributes:
+    n_actions: number of actions.
+    body: body factory.
+    dueling: split into value and advantage streams (Wang et al., 2016).
+  """
+
+  n_actions: int
+  body: Callable[[], nn.Module] = MLP
+  dueling: bool = False
+
+  @nn.compact
+  def __call__(self, x) -> types.QOutput:
+    h = self.body()(x)
+    if not self.dueling:
+      return types.QOutput(q_values=nn.Dense(self.n_actions)(h))
+    value = nn.Dense(1)(h)
+    adv = nn.Dense(self.n_actions)(h)
+    return types.QOutput(
+      q_values=value + adv - jnp.mean(adv, axis=-1, keepdims=True)
+    )
+
+
+class CategoricalQuality(nn.Module):
+  """C51 head: a categorical return distribution per action (Bellemare 2017).
+
+  Attributes:
+    n_actions: number of actions.
+    body: body factory.
+    num_atoms: support size.
+    v_min, v_max: support bounds.
+  """
+
+  n_actions: int
+  body: Callable[[], nn.Module] = MLP
+  num_atoms: int = 51
+  v_min: float = -10.0
+  v_max: float = 10.0
+
+  @nn.compact
+  def __call__(self, x) -> types.QOutput:
+    h = self.body()(x)
+    logits = nn.Dense(self.n_actions * self.num_atoms)(h)
+    logits = logits.reshape(h.shape[0], self.n_actions, self.num_atoms)
+    atoms = jnp.linspace(self.v_min, self.v_max, self.num_atoms)
+    q_values = jnp.sum(nn.softmax(logits) * atoms, axis=-1)
+    return types.QOutput(q_values=q_values, dist=logits, atoms=atoms)
+
+
+class QuantileQuality(nn.Module):
+  """QR-DQN head: `num_atoms` return quantiles per action (Dabney 2018).
+
+  Attributes:
+    n_actions: number of actions.
+    body: body factory.
+    num_atoms: number of quantiles.
+  """
+
+  n_actions: int
+  body: Callable[[], nn.Module] = MLP
+  num_atoms: int = 200
+
+  @nn.compact
+  def __call__(self, x) -> types.QOutput:
+    h = self.body()(x)
+    q = nn.Dense(self.n_actions * self.num_atoms)(h)
+    q = q.reshape(h.shape[0], self.n_actions, self.num_atoms)
+    return types.QOutput(q_values=jnp.mean(q, axis=-1), dist=q)
+
+
+def apply_over_time(
+  apply: Callable, params: Any, obs: jnp.ndarray, obs_ndim: int
+) -> Any:
+  """Applies a `[N, ...]` network to `[B, T, ...]` observations."""
+  lead = obs.shape[: obs.ndim - obs_ndim]
+  flat = obs.reshape((-1,) + obs.shape[obs.ndim - obs_ndim :])
+  out = apply(params, flat)
+  n = flat.shape[0]
+
+  def unflatten(y):  # Leaves without the batch axis (C51 atoms) stay as is.
+    return y.reshape(lead + y.shape[1:]) if y.ndim and y.shape[0] == n else y
+
+  return jax.tree.map(unflatten, out)

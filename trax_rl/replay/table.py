@@ -1,0 +1,641 @@
+"""A replay table with DeepMind Reverb's semantics, in numpy.
+
+dm-reverb needs TensorFlow and numpy < 2, so it cannot live beside current
+JAX; this is a single-process stand-in with the same contract:
+
+- every inserted item gets a unique, increasing integer key;
+- items leave in FIFO order once `max_size` is reached (a ring buffer);
+- `sample(n)` draws with replacement, uniformly or by priority, and returns
+  each draw's key and probability (for importance weights);
+- `mutate_priorities` updates priorities by key, ignoring removed keys;
+- a rate limiter (Reverb's `MinSize` / `SampleToInsertRatio`) gates inserts
+  and samples. Nothing here runs concurrently, so where Reverb would block,
+  `can_insert` / `can_sample` report it and `insert` / `sample` raise
+  `RateLimitedError`.
+
+Items are pytrees of numpy arrays or scalars with the same structure, leaf
+shapes and dtype kinds every time. Storage is one preallocated array
+[max_size, ...] per leaf, created on the first insert; item `key` lives in
+slot `key % max_size` for as long as that slot still holds it.
+"""
+
+import dataclasses
+import math
+import sys
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from trax_rl.replay import sum_tree
+
+_STATE_VERSION = 1
+_LEAF = 'leaf'  # Marks a leaf in a state_dict's structure description.
+
+
+class RateLimitedError(RuntimeError):
+  """An insert or sample that Reverb's rate limiter would have blocked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Uniform:
+  """Samples each item in the table with probability 1 / size."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Prioritized:
+  """Samples item i with probability w_i / sum_j w_j, w = priority**exponent.
+
+  As in Reverb, a priority of exactly 0 gives weight 0 even when the exponent
+  is 0, so such items are never drawn while any item has positive weight.
+  When every weight is 0 the table samples uniformly over its items (with
+  probability 1 / size), as Reverb does, instead of failing.
+
+  Attributes:
+    priority_exponent: alpha of prioritized replay (Schaul et al., 2016),
+      >= 0; 0 makes every nonzero priority equally likely.
+  """
+
+  priority_exponent: float
+
+  def __post_init__(self):
+    if not (
+      math.isfinite(self.priority_exponent) and self.priority_exponent >= 0
+    ):
+      raise ValueError(
+        f'priority_exponent must be finite and >= 0, got '
+        f'{self.priority_exponent}.'
+      )
+
+
+class Sample(NamedTuple):
+  """What `Table.sample(n)` returns."""
+
+  keys: np.ndarray  # [n] int64 keys of the drawn items
+  probability: np.ndarray  # [n] float64 probability of each draw
+  table_size: int  # number of items in the table when sampled
+  data: Any  # the item pytree with a leading axis [n, ...]
+
+
+class Table:
+  """A Reverb-like replay table: keys, priorities, FIFO removal, rate limit."""
+
+  def __init__(
+    self,
+    max_size: int,
+    sampler: Uniform | Prioritized | None = None,
+    min_size_to_sample: int = 1,
+    samples_per_insert: float | None = None,
+    error_buffer: float | tuple[float, float] | None = None,
+    seed: int = 0,
+  ):
+    """Creates an empty table.
+
+    Args:
+      max_size: capacity, >= 1; inserting into a full table removes the
+        oldest item.
+      sampler: `Uniform()` (the default, also for None) or
+        `Prioritized(priority_exponent)`.
+      min_size_to_sample: sampling is blocked while the table holds fewer
+        items; in [1, max_size].
+      samples_per_insert: None for Reverb's `MinSize` limiter (only
+        `min_size_to_sample` gates sampling; inserts never block). A number
+        > 0 gives `SampleToInsertRatio`: the average number of times each
+        item is sampled, enforced by keeping
+        `error = num_inserts * samples_per_insert - num_samples` within
+        [min_diff, max_diff] once the table holds `min_size_to_sample` items.
+      error_buffer: with `samples_per_insert`, the allowed deviation. A number
+        b gives [o - b, o + b] around o = samples_per_insert *
+        min_size_to_sample (Reverb's convention) and must be
+        >= max(1, samples_per_insert), else inserts and samples can block
+        each other forever; a pair is (min_diff, max_diff) used as is. None
+        picks max(0.1 * o, 2 * max(1, samples_per_insert)): Acme's 10%
+        tolerance on the ratio, floored so that a sample always fits between
+        two inserts.
+      seed: seed of the numpy Generator that draws samples.
+
+    Raises:
+      ValueError: naming the invalid argument.
+    """
+    if not _is_int(max_size) or max_size < 1:
+      raise ValueError(f'max_size must be an integer >= 1, got {max_size!r}.')
+    sampler = Uniform() if sampler is None else sampler
+    if not isinstance(sampler, Uniform | Prioritized):
+      raise ValueError(
+        f'sampler must be table.Uniform() or table.Prioritized(exponent), '
+        f'got {sampler!r}.'
+      )
+    if not _is_int(min_size_to_sample) or not (
+      1 <= min_size_to_sample <= max_size
+    ):
+      raise ValueError(
+        f'min_size_to_sample must be an integer in [1, max_size={max_size}], '
+        f'got {min_size_to_sample!r}.'
+      )
+    self._max_size = int(max_size)
+    self._sampler = sampler
+    self._min_size_to_sample = int(min_size_to_sample)
+    self._samples_per_insert = (
+      None if samples_per_insert is None else float(samples_per_insert)
+    )
+    self._spi, self._min_diff, self._max_diff = _limiter_bounds(
+      samples_per_insert, self._min_size_to_sample, error_buffer
+    )
+    self._rng = np.random.default_rng(seed)
+    self._num_inserts = 0
+    self._num_samples = 0
+    self._keys = np.full(self._max_size, -1, np.int64)  # -1: empty slot.
+    self._priorities = np.zeros(self._max_size, np.float64)
+    self._tree = (
+      sum_tree.SumTree(self._max_size)
+      if isinstance(sampler, Prioritized)
+      else None
+    )
+    self._treedef = None  # Set with the storage on the first insert.
+    self._leaf_names: list[str] = []
+    self._storage: list[np.ndarray] = []
+
+  @property
+  def max_size(self) -> int:
+    return self._max_size
+
+  @property
+  def sampler(self) -> Uniform | Prioritized:
+    return self._sampler
+
+  @property
+  def size(self) -> int:
+    """The number of items in the table."""
+    return min(self._num_inserts, self._max_size)
+
+  def __len__(self) -> int:
+    return self.size
+
+  @property
+  def num_inserts(self) -> int:
+    """Items inserted since creation (the next key)."""
+    return self._num_inserts
+
+  @property
+  def num_samples(self) -> int:
+    """Items sampled since creation (`sample(n)` counts n)."""
+    return self._num_samples
+
+  def can_insert(self, n: int = 1) -> bool:
+    """Whether inserting `n` items now (all at once) is allowed."""
+    _check_count(n)
+    # Below min_size_to_sample inserts are free (Reverb's stage 1).
+    if self.size + n <= self._min_size_to_sample:
+      return True
+    return self._error_after(n, 0) <= self._max_diff
+
+  def can_sample(self, n: int = 1) -> bool:
+    """Whether sampling `n` items now is allowed."""
+    _check_count(n)
+    if self.size < self._min_size_to_sample:
+      return False
+    return self._error_after(0, n) >= self._min_diff
+
+  def insert(self, item: Any, priority: float = 1.0) -> int:
+    """Inserts one item and returns its key.
+
+    Args:
+      item: a pytree of arrays or scalars, structured like every other item.
+        The first insert fixes each leaf's shape and dtype (a Python float
+        becomes float64); later items are cast to it within the same kind.
+      priority: finite and >= 0.
+
+    Returns:
+      The item's key.
+
+    Raises:
+      ValueError: on a bad priority or an item unlike the earlier ones.
+      RateLimitedError: if `can_insert(1)` is False.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(item)
+    leaves = [np.asarray(leaf)[None] for leaf in leaves]
+    return int(self._insert(leaves, treedef, [priority])[0])
+
+  def insert_batch(self, items: Any, priorities: Any = 1.0) -> np.ndarray:
+    """Inserts N items at once, in order; equivalent to N `insert` calls.
+
+    The rate limit is checked for the whole batch: either all N items go in
+    or (when `can_insert(N)` is False) none do.
+
+    Args:
+      items: the item pytree with a leading axis [N, ...] on every leaf.
+      priorities: [N] or a scalar, each finite and >= 0.
+
+    Returns:
+      The keys [N], int64. With N > max_size only the last max_size items
+      stay in the table, as if inserted one by one.
+
+    Raises:
+      ValueError: on bad priorities, leaves without a common leading axis, or
+        items unlike the earlier ones.
+      RateLimitedError: if `can_insert(N)` is False.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(items)
+    return self._insert([np.asarray(x) for x in leaves], treedef, priorities)
+
+  def sample(self, n: int) -> Sample:
+    """Draws `n` items with replacement.
+
+    Args:
+      n: number of draws, >= 1; each counts as one sample for the limiter.
+
+    Returns:
+      `Sample(keys [n], probability [n], table_size, data [n, ...])`, where
+      probability is w_key / sum(w) (Prioritized) or 1 / table_size
+      (Uniform, or Prioritized when every weight is 0).
+
+    Raises:
+      RateLimitedError: if `can_sample(n)` is False.
+    """
+    if not self.can_sample(n):
+      raise RateLimitedError(self._sample_blocked_message(n))
+    n, size = int(n), self.size
+    # Both branches draw exactly n doubles so the RNG stream does not depend
+    # on the priorities.
+    u = self._rng.random(n)
+    total = self._tree.total() if self._tree is not None else 0.0
+    if total > 0.0:
+      slots = self._tree.find_prefix_sum(u * total)
+      probability = self._tree.get(slots) / total
+    else:
+      # Slots [0, size) are filled: the ring starts at slot 0.
+      slots = np.minimum((u * size).astype(np.int64), size - 1)
+      probability = np.full(n, 1.0 / size)
+    self._num_samples += n
+    data = jax.tree_util.tree_unflatten(
+      self._treedef, [store[slots] for store in self._storage]
+    )
+    return Sample(self._keys[slots], probability, size, data)
+
+  def mutate_priorities(self, keys: Any, priorities: Any) -> None:
+    """Sets the priorities of the items with `keys`.
+
+    Keys no longer in the table (removed by FIFO) or never issued are
+    ignored. If a key repeats, its last priority wins.
+
+    Args:
+      keys: int [K].
+      priorities: [K] or a scalar, each finite and >= 0.
+
+    Raises:
+      ValueError: on a negative, NaN or infinite priority, or mismatched
+        shapes.
+    """
+    keys = np.asarray(keys).astype(np.int64).reshape(-1)
+    priorities = self._check_priorities(priorities, len(keys))
+    slots = keys % self._max_size
+    present = (keys >= 0) & (self._keys[slots] == keys)
+    slots, priorities = slots[present], priorities[present]
+    # Keep the last write per slot, whatever numpy does with duplicates.
+    _, first_in_reversed = np.unique(slots[::-1], return_index=True)
+    last = len(slots) - 1 - first_in_reversed
+    slots, priorities = slots[last], priorities[last]
+    self._priorities[slots] = priorities
+    if self._tree is not None:
+      self._tree.set(slots, self._weights(priorities))
+
+  def state_dict(self) -> dict[str, Any]:
+    """Returns the table's full state as numpy arrays and plain values.
+
+    The arrays are copies. Items must be built from dicts (str or int keys),
+    lists, tuples, NamedTuples and None for their structure to be recorded.
+
+    Raises:
+      ValueError: if the item structure holds another container type.
+    """
+    size = self.size
+    return {
+      'version': _STATE_VERSION,
+      'max_size': self._max_size,
+      'sampler': _sampler_config(self._sampler),
+      'rate_limiter': self._limiter_config(),
+      'num_inserts': self._num_inserts,
+      'num_samples': self._num_samples,
+      'keys': self._keys[:size].copy(),
+      'priorities': self._priorities[:size].copy(),
+      # Stored, not recomputed on load, so the sums are bit-identical.
+      'weights': (
+        None if self._tree is None else self._tree.get(np.arange(size))
+      ),
+      'structure': (
+        None if self._treedef is None else _describe(self._treedef)
+      ),
+      'leaves': [store[:size].copy() for store in self._storage],
+      'rng_state': self._rng.bit_generator.state,  # A fresh dict.
+    }
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    """Restores a `state_dict()` taken from a table configured like this one.
+
+    Afterwards the table holds the same items, keys, priorities and counters
+    and continues the same random stream.
+
+    Raises:
+      ValueError: on a version or configuration mismatch, an inconsistent
+        state, or a NamedTuple item class whose module is not imported.
+    """
+    if state.get('version') != _STATE_VERSION:
+      raise ValueError(
+        f'Unsupported table state version {state.get("version")!r}; '
+        f'expected {_STATE_VERSION}.'
+      )
+    ours = {
+      'max_size': self._max_size,
+      'sampler': _sampler_config(self._sampler),
+      'rate_limiter': self._limiter_config(),
+    }
+    for name, value in ours.items():
+      if state[name] != value:
+        raise ValueError(
+          f'Table state has {name}={state[name]!r} but this table has '
+          f'{value!r}; build the table as it was saved.'
+        )
+    num_inserts, num_samples = int(state['num_inserts']), state['num_samples']
+    size = min(num_inserts, self._max_size)
+    arrays = [state['keys'], state['priorities'], *state['leaves']]
+    if state['weights'] is not None:
+      arrays.append(state['weights'])
+    if any(len(a) != size for a in arrays):
+      raise ValueError(f'Table state arrays must all hold {size} items.')
+    treedef = None
+    if state['structure'] is not None:
+      treedef = jax.tree_util.tree_structure(_build(state['structure']))
+      if treedef.num_leaves != len(state['leaves']):
+        raise ValueError('Table state structure does not match its leaves.')
+    # Build the new tree and generator aside, so a bad state (which raises
+    # here) leaves this table untouched.
+    tree = None
+    if self._tree is not None:
+      tree = sum_tree.SumTree(self._max_size)
+      weights = np.zeros(self._max_size)
+      weights[:size] = state['weights']
+      tree.set_all(weights)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = state['rng_state']
+    self._rng, self._tree = rng, tree
+    self._num_inserts, self._num_samples = num_inserts, int(num_samples)
+    self._keys[:] = -1
+    self._keys[:size] = state['keys']
+    self._priorities[:] = 0.0
+    self._priorities[:size] = state['priorities']
+    self._treedef, self._storage, self._leaf_names = treedef, [], []
+    if treedef is not None:
+      self._allocate(treedef, state['leaves'])
+      for store, leaf in zip(self._storage, state['leaves']):
+        store[:size] = leaf
+
+  def _insert(self, leaves, treedef, priorities) -> np.ndarray:
+    if not leaves:
+      raise ValueError('Items must have at least one array leaf.')
+    if any(leaf.ndim == 0 for leaf in leaves):
+      raise ValueError('insert_batch items need a leading axis on each leaf.')
+    n = len(leaves[0])
+    if any(len(leaf) != n for leaf in leaves):
+      raise ValueError(
+        f'Every leaf needs the same leading size; got '
+        f'{[len(leaf) for leaf in leaves]}.'
+      )
+    priorities = self._check_priorities(priorities, n)
+    weights = self._weights(priorities) if self._tree is not None else None
+    if n == 0:
+      return np.zeros(0, np.int64)
+    if self._treedef is not None:
+      self._check_like_stored(leaves, treedef)
+    if not self.can_insert(n):
+      raise RateLimitedError(self._insert_blocked_message(n))
+    if self._treedef is None:
+      self._allocate(treedef, leaves)
+    keys = np.arange(self._num_inserts, self._num_inserts + n, dtype=np.int64)
+    # Of a batch larger than the table only the newest max_size items stay.
+    keep = min(n, self._max_size)
+    start = int(keys[n - keep]) % self._max_size
+    first = min(keep, self._max_size - start)  # Rows before the ring wraps.
+    columns = [*leaves, keys, priorities]
+    targets = [*self._storage, self._keys, self._priorities]
+    for source, target in zip(columns, targets):
+      source = source[n - keep :]
+      target[start : start + first] = source[:first]
+      target[: keep - first] = source[first:]
+    if self._tree is not None:
+      weights = weights[n - keep :]
+      self._tree.set_range(start, weights[:first])
+      self._tree.set_range(0, weights[first:])
+    self._num_inserts += n
+    return keys
+
+  def _allocate(self, treedef, leaves) -> None:
+    self._treedef = treedef
+    self._storage = [
+      np.zeros((self._max_size, *leaf.shape[1:]), leaf.dtype) for leaf in leaves
+    ]
+    paths = jax.tree_util.tree_flatten_with_path(
+      jax.tree_util.tree_unflatten(treedef, range(len(leaves)))
+    )[0]
+    self._leaf_names = [jax.tree_util.keystr(path) for path, _ in paths]
+
+  def _check_like_stored(self, leaves, treedef) -> None:
+    if treedef != self._treedef:
+      raise ValueError(
+        f'Item structure {treedef} differs from the stored {self._treedef}.'
+      )
+    for name, leaf, store in zip(self._leaf_names, leaves, self._storage):
+      if leaf.shape[1:] != store.shape[1:] or not np.can_cast(
+        leaf.dtype, store.dtype, 'same_kind'
+      ):
+        raise ValueError(
+          f'Item leaf {name or "<root>"} has shape {leaf.shape[1:]} and dtype '
+          f'{leaf.dtype}; the table stores {store.shape[1:]} {store.dtype}.'
+        )
+
+  def _check_priorities(self, priorities, n: int) -> np.ndarray:
+    priorities = np.asarray(priorities, np.float64)
+    if priorities.ndim == 0:
+      priorities = np.full(n, priorities)
+    if priorities.shape != (n,):
+      raise ValueError(
+        f'Expected {n} priorities, got shape {priorities.shape}.'
+      )
+    if not np.all(np.isfinite(priorities) & (priorities >= 0)):
+      raise ValueError(
+        f'Priorities must be finite and >= 0, got {priorities[:8]}...'
+      )
+    return priorities
+
+  def _weights(self, priorities: np.ndarray) -> np.ndarray:
+    exponent = self._sampler.priority_exponent
+    # Reverb's convention: 0**0 is 0, so a zero priority is never drawn.
+    with np.errstate(over='ignore'):
+      weights = np.where(priorities == 0, 0.0, priorities**exponent)
+    if not np.all(np.isfinite(weights)):
+      raise ValueError('priority**priority_exponent overflows float64.')
+    return weights
+
+  def _error_after(self, inserts: int, samples: int) -> float:
+    return (
+      (self._num_inserts + inserts) * self._spi - self._num_samples - samples
+    )
+
+  def _limiter_config(self) -> dict[str, Any]:
+    return {
+      'min_size_to_sample': self._min_size_to_sample,
+      'samples_per_insert': self._samples_per_insert,
+      'min_diff': self._min_diff,
+      'max_diff': self._max_diff,
+    }
+
+  def _insert_blocked_message(self, n: int) -> str:
+    return (
+      f'insert of {n} item(s) blocked by samples_per_insert='
+      f'{self._samples_per_insert}: ({self._num_inserts} + {n}) inserts * '
+      f'{self._spi} - {self._num_samples} samples = {self._error_after(n, 0)}'
+      f' > max_diff={self._max_diff}; sample more first.'
+    )
+
+  def _sample_blocked_message(self, n: int) -> str:
+    if self.size < self._min_size_to_sample:
+      return (
+        f'sample({n}) blocked by min_size_to_sample='
+        f'{self._min_size_to_sample}: the table holds {self.size} items; '
+        f'insert more first.'
+      )
+    return (
+      f'sample({n}) blocked by samples_per_insert={self._samples_per_insert}:'
+      f' {self._num_inserts} inserts * {self._spi} - {self._num_samples} '
+      f'samples - {n} = {self._error_after(0, n)} < min_diff='
+      f'{self._min_diff}; insert more first.'
+    )
+
+
+def _is_int(x) -> bool:
+  return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
+def _check_count(n) -> None:
+  if not _is_int(n) or n < 1:
+    raise ValueError(f'n must be an integer >= 1, got {n!r}.')
+
+
+def _limiter_bounds(samples_per_insert, min_size_to_sample, error_buffer):
+  """Returns (samples_per_insert, min_diff, max_diff) of the rate limiter."""
+  if samples_per_insert is None:
+    if error_buffer is not None:
+      raise ValueError('error_buffer needs samples_per_insert to be set.')
+    return 1.0, -math.inf, math.inf  # Reverb's MinSize.
+  spi = float(samples_per_insert)
+  if not (math.isfinite(spi) and spi > 0):
+    raise ValueError(
+      f'samples_per_insert must be finite and > 0, got {samples_per_insert}.'
+    )
+  offset = spi * min_size_to_sample
+  if error_buffer is None:
+    error_buffer = max(0.1 * offset, 2.0 * max(1.0, spi))
+  if isinstance(error_buffer, tuple | list):
+    min_diff, max_diff = (float(x) for x in error_buffer)
+    if max_diff - min_diff < 2.0 * max(1.0, spi):
+      raise ValueError(
+        'error_buffer (min_diff, max_diff) must span >= 2 * max(1, '
+        f'samples_per_insert) = {2 * max(1.0, spi)}, got {error_buffer}.'
+      )
+    if min_diff > offset:
+      raise ValueError(
+        f'error_buffer min_diff {min_diff} exceeds samples_per_insert * '
+        f'min_size_to_sample = {offset}: sampling could never start.'
+      )
+    return spi, min_diff, max_diff
+  buffer = float(error_buffer)
+  if not buffer >= max(1.0, spi):
+    raise ValueError(
+      f'error_buffer must be >= max(1, samples_per_insert) = '
+      f'{max(1.0, spi)}, got {error_buffer}: a smaller buffer lets inserts '
+      f'and samples block each other forever.'
+    )
+  return spi, offset - buffer, offset + buffer
+
+
+def _sampler_config(sampler: Uniform | Prioritized) -> dict[str, Any]:
+  if isinstance(sampler, Prioritized):
+    return {
+      'name': 'prioritized',
+      'priority_exponent': float(sampler.priority_exponent),
+    }
+  return {'name': 'uniform'}
+
+
+class _Leaf:
+  """Stands for an array leaf while an item structure is walked."""
+
+
+def _describe(treedef) -> Any:
+  """Describes an item structure with plain values, for state_dict."""
+  leaves = [_Leaf() for _ in range(treedef.num_leaves)]
+  return _describe_node(jax.tree_util.tree_unflatten(treedef, leaves))
+
+
+def _describe_node(node) -> Any:
+  if isinstance(node, _Leaf):
+    return _LEAF
+  if node is None:
+    return None
+  if isinstance(node, tuple) and hasattr(type(node), '_fields'):
+    cls = type(node)
+    return {
+      'type': 'namedtuple',
+      'class': f'{cls.__module__}:{cls.__qualname__}',
+      'children': [_describe_node(child) for child in node],
+    }
+  if type(node) in (tuple, list):
+    return {
+      'type': type(node).__name__,
+      'children': [_describe_node(child) for child in node],
+    }
+  if type(node) is dict and all(isinstance(k, str | int) for k in node):
+    return {
+      'type': 'dict',
+      'keys': list(node),
+      'children': [_describe_node(child) for child in node.values()],
+    }
+  raise ValueError(
+    f'Cannot record an item node of type {type(node).__name__} in a '
+    f'state_dict; build items from dicts, lists, tuples and NamedTuples.'
+  )
+
+
+def _build(description) -> Any:
+  """Inverts `_describe`: a pytree with `_Leaf` leaves."""
+  if description == _LEAF:
+    return _Leaf()
+  if description is None:
+    return None
+  children = [_build(child) for child in description['children']]
+  kind = description['type']
+  if kind == 'tuple':
+    return tuple(children)
+  if kind == 'list':
+    return children
+  if kind == 'dict':
+    return dict(zip(description['keys'], children))
+  if kind == 'namedtuple':
+    return _namedtuple_class(description['class'])(*children)
+  raise ValueError(f'Unknown node type {kind!r} in a table state structure.')
+
+
+def _namedtuple_class(name: str) -> type:
+  """Finds a NamedTuple class among the modules already imported.
+
+  Modules are looked up, never imported, so loading a state runs no code.
+  """
+  module_name, _, qualname = name.partition(':')
+  obj = sys.modules.get(module_name)
+  for part in qualname.split('.'):
+    obj = getattr(obj, part, None)
+  if not (isinstance(obj, type) and hasattr(obj, '_fields')):
+    raise ValueError(
+      f'Table items are {name} NamedTuples: import {module_name} before '
+      f'loading the table state.'
+    )
+  return obj

@@ -1,0 +1,19 @@
+"""The state of one training engine, as a pytree."""
+
+from typing import Any, NamedTuple
+
+import jax
+
+
+class TrainState(NamedTuple):
+  """Everything a jitted update reads and writes.
+
+  `key` is a raw uint32 PRNG key (`jax.random.PRNGKey`), so the state is a
+  pytree of plain arrays and can be checkpointed as is.
+  """
+
+  params: Any
+  target_params: Any  # () where the loss has no target network.
+  opt_state: Any
+  step: jax.Array  # int32 scalar: updates applied so far.
+  key: jax.Array  # [2] uint32.

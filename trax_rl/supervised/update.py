@@ -1,0 +1,105 @@
+"""The pure update: loss, gradients, optimizer, target network."""
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from trax_rl import types
+from trax_rl.networks import base
+from trax_rl.supervised import train_state as train_state_lib
+
+# loss(network, params, target_params, batch, key) -> (loss, LossExtra)
+LossFn = Callable[..., tuple[jax.Array, types.LossExtra]]
+UpdateFn = Callable[
+  [train_state_lib.TrainState, Any],
+  tuple[train_state_lib.TrainState, types.LossExtra],
+]
+
+
+def make_update_fn(
+  network: base.Network,
+  loss_fn: LossFn,
+  optimizer: optax.GradientTransformation,
+  target_update_period: int | None = None,
+  num_steps: int = 1,
+  axis_name: str | None = None,
+) -> UpdateFn:
+  """Returns pure `update(state, batch) -> (state, LossExtra)`.
+
+  Args:
+    network: the network the loss is applied to.
+    loss_fn: `loss(network, params, target_params, batch, key)`.
+    optimizer: an optax transformation (clipping, if any, is part of it).
+    target_update_period: copy params into target_params every this many
+      steps; None keeps target_params as they are.
+    num_steps: updates per call; with n > 1 every leaf of `batch` has a
+      leading axis [n, ...] and the updates run in one `lax.scan`.
+    axis_name: when set, gradients and metrics are averaged over this mapped
+      axis (data-parallel learners).
+
+  Returns:
+    The update function. Its LossExtra holds mean metrics (plus 'loss') and
+    the priorities of every step (`[n, B]` when num_steps > 1).
+  """
+  if num_steps < 1:
+    raise ValueError(f'num_steps must be >= 1, got {num_steps}')
+  loss = functools.partial(loss_fn, network)
+
+  def one_step(state: train_state_lib.TrainState, batch: Any):
+    key, loss_key = jax.random.split(state.key)
+    (value, extra), grads = jax.value_and_grad(loss, has_aux=True)(
+      state.params, state.target_params, batch, loss_key
+    )
+    metrics = dict(extra.metrics, loss=value)
+    if axis_name is not None:
+      grads = jax.lax.pmean(grads, axis_name)
+      metrics = jax.lax.pmean(metrics, axis_name)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    step = state.step + 1
+    target_params = state.target_params
+    if target_update_period:
+      target_params = optax.periodic_update(
+        params, target_params, step, target_update_period
+      )
+    new_state = train_state_lib.TrainState(
+      params, target_params, opt_state, step, key
+    )
+    return new_state, types.LossExtra(metrics, extra.priorities)
+
+  if num_steps == 1:
+    return one_step
+
+  def update(state, batches):
+    state, extras = jax.lax.scan(one_step, state, batches)
+    metrics = jax.tree.map(jnp.mean, extras.metrics)
+    return state, types.LossExtra(metrics, extras.priorities)
+
+  return update
+
+
+def make_optimizer(
+  learning_rate: float | optax.Schedule = 1e-3,
+  optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+  max_gradient_norm: float | None = None,
+) -> optax.GradientTransformation:
+  """`optimizer(learning_rate)` after optional global-norm clipping.
+
+  A schedule sees 1-based update numbers, as Trax's: optax counts from 0,
+  which would give a warmup schedule a learning rate of 0 on update 1.
+  """
+  if callable(learning_rate):
+    schedule = learning_rate
+    learning_rate = lambda count: schedule(count + 1)
+  opt = optimizer(learning_rate=learning_rate)
+  if max_gradient_norm is not None:
+    if max_gradient_norm <= 0:
+      raise ValueError(
+        f'max_gradient_norm must be > 0, got {max_gradient_norm}'
+      )
+    opt = optax.chain(optax.clip_by_global_norm(max_gradient_norm), opt)
+  return opt

@@ -1,0 +1,613 @@
+"""RLTask: env(s), the per-epoch trajectory store, collection and batching."""
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from etils import epath
+
+from trax_rl import checkpoint, envs
+from trax_rl import trajectory as trajectory_lib
+
+# policy(observation[N, ...], first[N]) -> (action[N, ...], {name: [N, ...]})
+# `first[i]` is True where env i's observation starts a new episode.
+BatchPolicy = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, dict]]
+TASK_FILE = 'task.pkl'
+TRAJECTORY_DIR = 'trajectories'
+
+
+def trajectory_file(directory, epoch: int) -> epath.Path:
+  return epath.Path(directory) / TRAJECTORY_DIR / f'epoch_{epoch:06d}.pkl'
+
+
+@dataclasses.dataclass
+class CollectResult:
+  """What one collection produced."""
+
+  trajectories: list[trajectory_lib.Trajectory]
+  episode_returns: list[float]  # Full returns of episodes that ended.
+  n_interactions: int
+
+
+class _Collector:
+  """Steps a vector env in lockstep with one batched policy call per step."""
+
+  def __init__(self, vector_env: gym.vector.VectorEnv):
+    self.env = vector_env
+    self.n = vector_env.num_envs
+    self.obs = None  # Current observation of each env; None before a reset.
+    self.trajs = [None] * self.n
+    self.first = np.ones(self.n, bool)
+    self.ep_return = np.zeros(self.n)
+    self.ep_len = np.zeros(self.n, np.int64)
+
+  def reset(self, rng: np.random.Generator) -> None:
+    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=self.n)]
+    self.obs, _ = self.env.reset(seed=seeds)
+    self.obs = np.array(self.obs)
+    self.trajs = [trajectory_lib.Trajectory(o) for o in self.obs]
+    self.first = np.ones(self.n, bool)
+    self.ep_return[:] = 0
+    self.ep_len[:] = 0
+
+  def collect(
+    self,
+    policy: BatchPolicy,
+    rng: np.random.Generator,
+    n_trajectories: int | None,
+    n_interactions: int | None,
+    max_steps: int | None,
+    continue_episodes: bool,
+  ) -> CollectResult:
+    """Runs until n_trajectories episodes end or n_interactions steps pass."""
+    if not continue_episodes or self.obs is None:
+      self.reset(rng)
+    counting = np.ones(self.n, bool)  # Whether env i's episode is recorded.
+    started = self.n
+    if n_trajectories is not None:
+      counting[n_trajectories:] = False
+      started = min(self.n, n_trajectories)
+    finished, returns, steps = [], [], 0
+    while True:
+      if n_trajectories is not None and len(finished) >= n_trajectories:
+        break
+      if n_interactions is not None and steps >= n_interactions:
+        break
+      action, info = policy(self.obs, self.first)
+      action = np.asarray(action)
+      next_obs, reward, term, trunc, _ = self.env.step(action)
+      next_obs = np.array(next_obs)
+      self.ep_len += 1
+      if max_steps is not None:
+        trunc = trunc | (self.ep_len >= max_steps)
+      trunc = trunc & ~term
+      self.ep_return += reward
+      for i in np.flatnonzero(counting):
+        self.trajs[i].extend(
+          action[i],
+          reward[i],
+          next_obs[i],
+          term[i],
+          trunc[i],
+          {k: v[i] for k, v in info.items()},
+        )
+      steps += int(counting.sum())
+      done = term | trunc
+      if done.any():
+        for i in np.flatnonzero(done):
+          if counting[i]:
+            finished.append(self.trajs[i])
+            returns.append(float(self.ep_return[i]))
+          if n_trajectories is not None:
+            counting[i] = started < n_trajectories
+            started += int(counting[i])
+        reset_obs, _ = self.env.reset(options={'reset_mask': done})
+        next_obs[done] = np.asarray(reset_obs)[done]
+        for i in np.flatnonzero(done):
+          self.trajs[i] = trajectory_lib.Trajectory(next_obs[i])
+        self.ep_return[done] = 0
+        self.ep_len[done] = 0
+      self.first = done
+      self.obs = next_obs
+    if n_interactions is not None:
+      # Cut the running episodes: they continue in the next collection.
+      for i in range(self.n):
+        if self.trajs[i].n_steps:
+          finished.append(self.trajs[i])
+          self.trajs[i] = trajectory_lib.Trajectory(self.obs[i])
+    return CollectResult(finished, returns, steps)
+
+
+def _random_policy(space: gym.Space, rng: np.random.Generator) -> BatchPolicy:
+  space.seed(int(rng.integers(2**31 - 1)))
+
+  def policy(obs, first):
+    del first
+    return np.stack([np.asarray(space.sample()) for _ in range(len(obs))]), {}
+
+  return policy
+
+
+def _check_positive(name: str, value: int | None) -> None:
+  if value is not None and (
+    not isinstance(value, (int, np.integer)) or value < 1
+  ):
+    raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
+
+
+class RLTask:
+  """An RL task: the environment(s) and the trajectories collected on them.
+
+  Trajectories are stored per epoch; only the last `n_replay_epochs` epochs
+  are kept. Collection steps `n_envs` copies of the env in lockstep with one
+  batched policy call per step. Terminations and time-limit truncations are
+  kept apart: only a termination stops bootstrapping.
+  """
+
+  def __init__(
+    self,
+    env: envs.EnvLike,
+    initial_trajectories: int | str = 1,
+    gamma: float = 0.99,
+    max_steps: int | None = None,
+    n_replay_epochs: int = 1,
+    n_envs: int = 1,
+    seed: int = 0,
+  ):
+    """Configures the task.
+
+    Args:
+      env: a gymnasium id, an env instance or a zero-argument env factory.
+      initial_trajectories: an int (that many episodes of a random policy are
+        stored as epoch 0) or the output_dir of an earlier run, whose stored
+        trajectories become epoch 0.
+      gamma: discount factor, in [0, 1]; it also discounts `return_`.
+      max_steps: optional cap on episode length; an episode reaching it is
+        truncated (it bootstraps). Eval may pass a smaller cap.
+      n_replay_epochs: how many of the latest epochs of trajectories to keep.
+      n_envs: number of env copies stepped in lockstep.
+      seed: seeds env resets and random actions; part of the checkpoint.
+    """
+    if not 0.0 <= gamma <= 1.0:
+      raise ValueError(f'gamma must be in [0, 1], got {gamma}')
+    _check_positive('max_steps', max_steps)
+    _check_positive('n_replay_epochs', n_replay_epochs)
+    _check_positive('n_envs', n_envs)
+    if isinstance(initial_trajectories, bool) or (
+      isinstance(initial_trajectories, int) and initial_trajectories < 0
+    ):
+      raise ValueError(
+        'initial_trajectories must be an int >= 0 or a '
+        f'directory, got {initial_trajectories!r}'
+      )
+    self._env_spec = env
+    self._env = envs.make_vector_env(env, n_envs)
+    self._eval_env = None  # Built on first eval.
+    self._gamma = float(gamma)
+    self._max_steps = max_steps
+    self._n_replay_epochs = n_replay_epochs
+    self._n_envs = n_envs
+    self._seed = seed
+    self._rng = np.random.default_rng(seed)
+    self._eval_rng = np.random.default_rng([seed, 1])
+    self._collector = _Collector(self._env)
+    self._eval_collector = None
+    self._trajectories: dict[int, list[trajectory_lib.Trajectory]] = {}
+    self._saved_epochs: set[int] = set()
+    self._n_trajectories = 0
+    self._n_interactions = 0
+    self._version = 0  # Bumped whenever the stored trajectories change.
+    if isinstance(initial_trajectories, int):
+      if initial_trajectories:
+        self.collect_trajectories(
+          _random_policy(self.action_space, self._rng),
+          n_trajectories=initial_trajectories,
+          epoch_id=0,
+        )
+    else:
+      self._trajectories[0] = load_trajectories(initial_trajectories)
+
+  # Properties, as Trax's.
+  @property
+  def env(self) -> gym.vector.VectorEnv:
+    return self._env
+
+  @property
+  def gamma(self) -> float:
+    return self._gamma
+
+  @property
+  def max_steps(self) -> int | None:
+    return self._max_steps
+
+  @property
+  def n_envs(self) -> int:
+    return self._n_envs
+
+  @property
+  def action_space(self) -> gym.Space:
+    return self._env.single_action_space
+
+  @property
+  def observation_space(self) -> gym.Space:
+    return self._env.single_observation_space
+
+  @property
+  def trajectories(self) -> dict[int, list[trajectory_lib.Trajectory]]:
+    return self._trajectories
+
+  @property
+  def n_replay_epochs(self) -> int:
+    return self._n_replay_epochs
+
+  def set_n_replay_epochs(self, n_replay_epochs: int) -> None:
+    _check_positive('n_replay_epochs', n_replay_epochs)
+    self._n_replay_epochs = n_replay_epochs
+
+  def n_trajectories(self) -> int:
+    return self._n_trajectories
+
+  def n_interactions(self) -> int:
+    return self._n_interactions
+
+  def example_observation(self) -> np.ndarray:
+    """One observation of the observation space (for network shapes)."""
+    return np.zeros(self.observation_space.shape, self.observation_space.dtype)
+
+  def collect(
+    self,
+    policy: BatchPolicy,
+    n_trajectories: int | None = None,
+    n_interactions: int | None = None,
+    only_eval: bool = False,
+    max_steps: int | None = None,
+    epoch_id: int = 1,
+  ) -> CollectResult:
+    """Like `collect_trajectories`, returning the whole `CollectResult`."""
+    if (n_trajectories is None) == (n_interactions is None):
+      raise ValueError(
+        'exactly one of n_trajectories and n_interactions must be given'
+      )
+    _check_positive('n_trajectories', n_trajectories)
+    _check_positive('n_interactions', n_interactions)
+    max_steps = max_steps or self._max_steps
+    if only_eval:
+      if self._eval_collector is None:
+        self._eval_env = envs.make_vector_env(self._env_spec, self._n_envs)
+        self._eval_collector = _Collector(self._eval_env)
+      collector, rng = self._eval_collector, self._eval_rng
+    else:
+      collector, rng = self._collector, self._rng
+    result = collector.collect(
+      policy,
+      rng,
+      n_trajectories,
+      n_interactions,
+      max_steps,
+      continue_episodes=n_interactions is not None and not only_eval,
+    )
+    if only_eval:
+      return result
+    self._trajectories.setdefault(epoch_id, []).extend(result.trajectories)
+    self._saved_epochs.discard(epoch_id)
+    self._version += 1
+    for epoch in [
+      e for e in self._trajectories if e <= epoch_id - self._n_replay_epochs
+    ]:
+      del self._trajectories[epoch]
+    self._n_trajectories += sum(t.done for t in result.trajectories)
+    self._n_interactions += result.n_interactions
+    return result
+
+  def collect_trajectories(
+    self,
+    policy: BatchPolicy,
+    n_trajectories: int | None = None,
+    n_interactions: int | None = None,
+    only_eval: bool = False,
+    max_steps: int | None = None,
+    epoch_id: int = 1,
+  ) -> float:
+    """Collects experience with `policy`; returns the average return.
+
+    Args:
+      policy: batched policy, `(obs[N, ...], first[N]) -> (action[N], info)`.
+      n_trajectories: collect this many whole episodes (envs are reset).
+      n_interactions: collect this many env steps; running episodes are cut
+        into slices and continue in the next call.
+      only_eval: play on the separate eval env and store nothing.
+      max_steps: cap on episode length for this call (default: the task's).
+      epoch_id: the epoch to store new trajectories under.
+
+    Returns:
+      The mean undiscounted return of the episodes that ended in this call;
+      if none ended, the mean return of the collected slices (as Trax).
+    """
+    result = self.collect(
+      policy, n_trajectories, n_interactions, only_eval, max_steps, epoch_id
+    )
+    if result.episode_returns:
+      return float(np.mean(result.episode_returns))
+    if result.trajectories:
+      return float(np.mean([t.total_return for t in result.trajectories]))
+    return 0.0
+
+  # Batches.
+  def _epoch_ids(self, epochs: list[int] | None) -> list[int]:
+    present = sorted(e for e, ts in self._trajectories.items() if ts)
+    if not epochs or not present:
+      return present
+    last = max(self._trajectories) + 1
+    wanted = {e % last for e in epochs}  # -1 means the last epoch.
+    return [e for e in present if e in wanted]
+
+  def trajectory_stream(
+    self,
+    epochs: list[int] | None = None,
+    max_slice_length: int | None = None,
+    sample_trajectories_uniformly: bool = False,
+    margin: int = 0,
+    include_final_state: bool = False,
+    rng: np.random.Generator | None = None,
+  ) -> Iterator[trajectory_lib.Trajectory]:
+    """Endless stream of trajectories sampled from the given epochs.
+
+    Epochs are sampled in proportion to their number of slices; trajectories
+    within an epoch uniformly or in proportion to their number of slices.
+    """
+    rng = rng or self._rng
+    while True:
+      version = self._version
+      epoch_ids = self._epoch_ids(epochs)
+      if not epoch_ids:
+        raise ValueError('no trajectories to sample from: collect some first')
+      counts = [
+        np.array(
+          [
+            _n_slices(t, max_slice_length, margin, include_final_state)
+            for t in self._trajectories[e]
+          ],
+          np.float64,
+        )
+        for e in epoch_ids
+      ]
+      totals = np.array([c.sum() for c in counts])
+      # Draw epochs in chunks (cheaper than one call per draw), and start over
+      # as soon as the store changes, so no draw comes from a stale epoch.
+      while version == self._version:
+        for k in rng.choice(len(epoch_ids), size=64, p=totals / totals.sum()):
+          trajs = self._trajectories[epoch_ids[k]]
+          if sample_trajectories_uniformly:
+            i = rng.integers(len(trajs))
+          else:
+            i = rng.choice(len(trajs), p=counts[k] / totals[k])
+          yield trajs[i]
+          if version != self._version:
+            break
+
+  def trajectory_batch_stream(
+    self,
+    batch_size: int,
+    epochs: list[int] | None = None,
+    max_slice_length: int | None = None,
+    min_slice_length: int | None = None,
+    margin: int = 0,
+    sample_trajectories_uniformly: bool = False,
+    include_final_state: bool = False,
+    trajectory_stream_preprocessing_fn: Callable | None = None,
+    rng: np.random.Generator | None = None,
+  ) -> Iterator[trajectory_lib.TimeStepBatch]:
+    """Endless stream of padded `[B, T, ...]` batches of trajectory slices.
+
+    Args:
+      batch_size: B.
+      epochs: epochs to sample from (negative counts from the last); all if
+        None.
+      max_slice_length: slice length; whole trajectories if None.
+      min_slice_length: pad every batch to at least this length.
+      margin: padding steps past each trajectory's end (mask 0, done True),
+        so that estimators see the final observation.
+      sample_trajectories_uniformly: sample trajectories uniformly instead of
+        in proportion to their number of slices.
+      include_final_state: let a slice also start one step later, so that the
+        last slice of a trajectory ends on its final (padding) step.
+      trajectory_stream_preprocessing_fn: maps the stream of trajectories
+        before slicing (ExpertIteration filters it).
+      rng: numpy Generator to sample with (default: the task's).
+
+    Yields:
+      TimeStepBatch with fields `[B, T, ...]`; T is the longest slice in the
+      batch (at least `min_slice_length`), rounded up to a power of two when
+      the slices differ in length, so that jitted consumers compile rarely.
+    """
+    _check_positive('batch_size', batch_size)
+    rng = rng or self._rng
+    stream = self.trajectory_stream(
+      epochs,
+      max_slice_length,
+      sample_trajectories_uniformly,
+      margin,
+      include_final_state,
+      rng,
+    )
+    if trajectory_stream_preprocessing_fn is not None:
+      stream = trajectory_stream_preprocessing_fn(stream)
+    while True:
+      slices = []
+      for traj in stream:
+        slices.append(
+          _random_slice(
+            traj,
+            max_slice_length,
+            margin,
+            self._gamma,
+            include_final_state,
+            rng,
+          )
+        )
+        if len(slices) == batch_size:
+          break
+      yield _stack_padded(slices, min_slice_length)
+
+  # Saving and loading.
+  def state_dict(self) -> dict[str, Any]:
+    return {
+      'n_trajectories': self._n_trajectories,
+      'n_interactions': self._n_interactions,
+      'epochs': sorted(self._trajectories),
+      'rng': self._rng.bit_generator.state,
+      'eval_rng': self._eval_rng.bit_generator.state,
+    }
+
+  def save_to_dir(self, directory) -> dict[str, Any]:
+    """Writes trajectories of changed epochs; returns the task's state dict.
+
+    The trajectory files are immutable once their epoch is complete; the
+    returned state (epochs, counters, RNG states) goes into the agent's
+    checkpoint, which is the commit point of a save.
+    """
+    for epoch, trajs in self._trajectories.items():
+      if epoch not in self._saved_epochs:
+        checkpoint.save(
+          trajectory_file(directory, epoch), [t.state_dict() for t in trajs]
+        )
+        self._saved_epochs.add(epoch)
+    return self.state_dict()
+
+  def load_from_dir(self, directory, state: dict[str, Any]) -> None:
+    """Restores what `save_to_dir` wrote (and `state` describes)."""
+    self._n_trajectories = state['n_trajectories']
+    self._n_interactions = state['n_interactions']
+    self._rng.bit_generator.state = state['rng']
+    self._eval_rng.bit_generator.state = state['eval_rng']
+    self._trajectories = {e: _load_epoch(directory, e) for e in state['epochs']}
+    self._saved_epochs = set(state['epochs'])
+    self._version += 1
+    self._collector.obs = None  # Running episodes are not checkpointed.
+
+  def remove_stale_files(self, directory) -> None:
+    """Deletes trajectory files of epochs that left the replay window."""
+    folder = epath.Path(directory) / TRAJECTORY_DIR
+    if not folder.exists():
+      return
+    keep = {trajectory_file(directory, e).name for e in self._trajectories}
+    for f in folder.glob('epoch_*.pkl'):
+      if f.name not in keep:
+        f.unlink()
+
+
+def _load_epoch(directory, epoch: int) -> list[trajectory_lib.Trajectory]:
+  states = checkpoint.load(trajectory_file(directory, epoch))
+  return [trajectory_lib.Trajectory.from_state_dict(s) for s in states]
+
+
+def load_trajectories(directory) -> list[trajectory_lib.Trajectory]:
+  """All stored trajectories of an earlier run's output_dir."""
+  folder = epath.Path(directory) / TRAJECTORY_DIR
+  files = sorted(folder.glob('epoch_*.pkl')) if folder.exists() else []
+  if not files:
+    raise ValueError(
+      f'initial_trajectories: no stored trajectories in {directory}'
+    )
+  result = []
+  for f in files:
+    result.extend(
+      trajectory_lib.Trajectory.from_state_dict(s) for s in checkpoint.load(f)
+    )
+  return result
+
+
+def batch_from_trajectories(
+  trajectories: list[trajectory_lib.Trajectory],
+  batch_size: int,
+  max_slice_length: int | None,
+  margin: int,
+  gamma: float,
+  rng: np.random.Generator,
+) -> trajectory_lib.TimeStepBatch:
+  """A `[B, T, ...]` batch of random slices of the given trajectories."""
+  picks = rng.integers(len(trajectories), size=batch_size)
+  return _stack_padded(
+    [
+      _random_slice(
+        trajectories[i], max_slice_length, margin, gamma, False, rng
+      )
+      for i in picks
+    ],
+    None,
+  )
+
+
+def _n_slices(
+  traj: trajectory_lib.Trajectory,
+  max_slice_length: int | None,
+  margin: int,
+  include_final_state: bool,
+) -> int:
+  """How many slices of up to max_slice_length a trajectory has."""
+  if not max_slice_length:
+    return 1
+  # T steps with margin m give T + m rows; slices of L start at 0..T+m-L.
+  n = len(traj) + margin - max_slice_length + int(include_final_state)
+  return max(1, n)
+
+
+def _random_slice(
+  traj, max_slice_length, margin, gamma, include_final_state, rng
+) -> trajectory_lib.TimeStepBatch:
+  start = rng.integers(
+    _n_slices(traj, max_slice_length, margin, include_final_state)
+  )
+  data = traj.to_np(margin, gamma)
+  end = start + (max_slice_length or data.observation.shape[0])
+  return _map(lambda x: x[start:end], data)
+
+
+def _map(fn, tsb: trajectory_lib.TimeStepBatch) -> trajectory_lib.TimeStepBatch:
+  def apply(x):
+    if x is None:
+      return None
+    if isinstance(x, dict):
+      return {k: apply(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+      return type(x)(*[apply(v) for v in x])
+    return fn(x)
+
+  return trajectory_lib.TimeStepBatch(*[apply(v) for v in tsb])
+
+
+def _stack_padded(slices, min_slice_length) -> trajectory_lib.TimeStepBatch:
+  lengths = [s.observation.shape[0] for s in slices]
+  longest = max(lengths)
+  if min_slice_length:
+    longest = max(longest, min_slice_length)
+  if min(lengths) != longest:
+    longest = 1 << int(np.ceil(np.log2(longest)))
+
+  def stack(*xs):
+    if xs[0] is None:
+      return None
+    if isinstance(xs[0], dict):
+      return {k: stack(*[x[k] for x in xs]) for k in xs[0]}
+    if isinstance(xs[0], tuple):
+      return type(xs[0])(
+        *[stack(*[x[i] for x in xs]) for i in range(len(xs[0]))]
+      )
+    xs = [np.asarray(x) for x in xs]
+    if xs[0].ndim == 0:
+      return np.stack(xs)
+    out = np.zeros((len(xs), longest) + xs[0].shape[1:], xs[0].dtype)
+    for i, x in enumerate(xs):
+      out[i, : len(x)] = x
+    return out
+
+  batch = trajectory_lib.TimeStepBatch(
+    *[stack(*field) for field in zip(*slices)]
+  )
+  # Padding past a slice's end is not a real step: done True, mask 0.
+  done = batch.done.copy()
+  for i, n in enumerate(lengths):
+    done[i, n:] = True
+  return batch._replace(done=done)

@@ -1,0 +1,1 @@
+"""trax_rl.testing."""

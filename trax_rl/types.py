@@ -1,0 +1,61 @@
+"""Pytrees shared across trax_rl: transitions, segments, batches, outputs."""
+
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+Array = jax.Array | np.ndarray
+PRNGKey = jax.Array
+Params = Any
+Metrics = dict[str, Any]
+
+
+class Transition(NamedTuple):
+  """One n-step transition as the adders write it into replay.
+
+  `discount` already holds gamma**k * (1 - terminated): losses bootstrap with
+  it directly and never see gamma.
+  """
+
+  observation: Array  # [B, ...] o_tm1
+  action: Array  # [B] a_tm1
+  reward: Array  # [B] discounted sum of the k rewards r_t .. r_{t+k-1}
+  discount: Array  # [B] gamma**k * (1 - terminated)
+  next_observation: Array  # [B, ...] o_{t+k}
+
+
+class Segment(NamedTuple):
+  """A fixed-length sequence of steps for recurrent learners (R2D2).
+
+  Time is the leading axis inside one item: observation [T+1, ...] etc.
+  """
+
+  observation: Array  # [T, ...]
+  action: Array  # [T]
+  reward: Array  # [T]
+  discount: Array  # [T] gamma * (1 - terminated) per step
+  mask: Array  # [T] 1 for real steps, 0 for padding past an episode end
+  core_state: Any  # recurrent state before observation[0]
+
+
+class Batch(NamedTuple):
+  """What a learner's loss receives: sampled data and its probabilities."""
+
+  data: Any  # a Transition or Segment with a leading batch axis [B, ...]
+  probability: Array  # [B] sampling probability of each item
+
+
+class LossExtra(NamedTuple):
+  """Auxiliary loss outputs: metrics to log and new replay priorities."""
+
+  metrics: Metrics
+  priorities: Array | None = None  # [B] or None for non-prioritized losses
+
+
+class QOutput(NamedTuple):
+  """What a Q network's apply returns."""
+
+  q_values: Array  # [B, A]
+  dist: Array | None = None  # [B, A, K] C51 logits or QR-DQN quantiles
+  atoms: Array | None = None  # [K] C51 support
