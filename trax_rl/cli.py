@@ -74,16 +74,17 @@ def _train(args) -> None:
   configurables.parse(args.config_file, args.config)
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None
-  if not args.no_progress:
-    import tqdm
-
-    bar = tqdm.tqdm(
-      total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
-    )
 
   def progress(agent, record: dict[str, Any]) -> None:
-    if bar is None:
+    nonlocal bar
+    if args.no_progress:
       return
+    if bar is None:  # Created late: errors before epoch 1 stay one line.
+      import tqdm
+
+      bar = tqdm.tqdm(
+        total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
+      )
     bar.n = agent.current_epoch
     shown = {'return': f'{record["avg_return"]:.1f}'}
     for k, v in record.items():

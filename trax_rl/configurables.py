@@ -6,6 +6,7 @@ under `trax_rl.<name>`.
 """
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -121,7 +122,20 @@ def train_rl(
     or (n_epochs < 0)
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
-  agent = agent_class(task=RLTask(), output_dir=output_dir)
+  try:
+    agent = agent_class(task=RLTask(), output_dir=output_dir)
+  except TypeError as e:
+    # An agent's **kwargs lets gin accept any parameter name; say which
+    # binding has none.
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(e))
+    where = re.search(r"In call to configurable '([\w.]+)'", str(e))
+    if unknown is None:
+      raise
+    owner = where.group(1) if where else 'the agent'
+    raise ValueError(
+      f'unknown gin binding {owner}.{unknown.group(1)}: '
+      f'{owner} has no parameter {unknown.group(1)!r}'
+    ) from None
   if build_only:
     return agent
   try:

@@ -28,6 +28,8 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
     ValueError: the id is not registered (the message names it).
   """
   if isinstance(env, str):
+    if env.startswith('ALE/'):
+      _register_ale(env)
     try:
       return gym.make(env, **kwargs)
     except gym.error.Error as e:
@@ -50,6 +52,16 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
   raise ValueError(
     f'env must be an id, a gymnasium.Env or a factory, got {type(env).__name__}'
   )
+
+
+def _register_ale(env_id: str) -> None:
+  try:
+    import ale_py  # Optional: pip install 'trax_rl[atari]'.
+  except ImportError:
+    raise ValueError(
+      f"env {env_id!r} needs ale-py: pip install -e '.[atari]'"
+    ) from None
+  gym.register_envs(ale_py)
 
 
 def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.SyncVectorEnv:

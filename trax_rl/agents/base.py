@@ -322,6 +322,10 @@ class Agent:
     if self._restored or self._output_dir is None:
       return False
     self._restored = True
+    # Temp files of writes a crash cut short are never needed again.
+    out = epath.Path(self._output_dir)
+    for stale in [*out.glob('.*.tmp*'), *out.glob('*/.*.tmp*')]:
+      stale.unlink()
     path = self._checkpoint_path()
     if not path.exists():
       return False

@@ -1,0 +1,49 @@
+"""Every gin file parses, passes `check`, and trains one tiny epoch."""
+
+import importlib.util
+import pathlib
+
+import gin
+import pytest
+
+from trax_rl import configurables
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIGS = sorted(p for p in (ROOT / 'gin').glob('*.gin'))
+ATARI = sorted((ROOT / 'gin' / 'atari').glob('*.gin'))
+HAS_ALE = importlib.util.find_spec('ale_py') is not None
+
+
+def _ids(paths):
+  return [p.relative_to(ROOT / 'gin').as_posix() for p in paths]
+
+
+def test_there_are_configs():
+  assert len(CONFIGS) >= 2
+
+
+@pytest.mark.parametrize('config', CONFIGS, ids=_ids(CONFIGS))
+def test_config_checks_and_trains_one_epoch(config, tmp_path):
+  configurables.parse([str(config)], ['train_rl.n_epochs=1'])
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  report = agent.check()
+  assert report['update'] == 'compiled'
+  configurables.parse([str(config)], ['train_rl.n_epochs=1'])
+  agent = configurables.train_rl(output_dir=str(tmp_path))
+  assert agent.current_epoch == 1
+  assert (tmp_path / 'config.gin').exists()
+  assert (tmp_path / 'checkpoint.pkl').exists()
+  gin.clear_config()
+
+
+@pytest.mark.parametrize('config', ATARI, ids=_ids(ATARI))
+def test_atari_config(config):
+  configurables.parse([str(config)])
+  if HAS_ALE:
+    agent = configurables.train_rl(output_dir=None, build_only=True)
+    assert agent.check()['update'] == 'compiled'
+  else:
+    # Without the optional extra the error says what to install.
+    with pytest.raises(ValueError, match='needs ale-py'):
+      configurables.train_rl(output_dir=None, build_only=True)
+  gin.clear_config()

@@ -1,0 +1,189 @@
+"""Tests for PolicyGradient, ExpertIteration and the Agent lifecycle."""
+
+import functools
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from trax_rl import checkpoint, task, trajectory
+from trax_rl.agents import policy_agents
+from trax_rl.networks import models
+from trax_rl.testing import fake_envs
+
+TANH_POLICY = functools.partial(
+  models.Policy, body=functools.partial(models.MLP, activation='tanh')
+)
+
+
+def _pg(env='CartPole-v1', seed=0, output_dir=None, n_envs=8, **kwargs):
+  t = task.RLTask(
+    env, initial_trajectories=0, n_envs=n_envs, seed=seed, max_steps=500
+  )
+  kwargs.setdefault('n_trajectories_per_epoch', 16)
+  return policy_agents.PolicyGradient(
+    t,
+    model_fn=TANH_POLICY,
+    batch_size=1024,
+    lr_schedule=lambda: 5e-3,
+    seed=seed,
+    output_dir=output_dir,
+    **kwargs,
+  )
+
+
+def _params(agent):
+  return jax.tree.leaves(agent.policy_params())
+
+
+def test_policy_gradient_learns_cartpole():
+  agent = _pg(n_eval_episodes=10, seed=2)
+  agent.run(12)
+  # Same seed, same numbers every time; 500 is the maximum.
+  assert agent.avg_returns_temperatures[0.0][500][-1] >= 300
+  assert np.mean(agent.avg_returns[-3:]) > 2 * agent.avg_returns[0]
+
+
+def test_expert_iteration_improves():
+  t = task.RLTask(
+    'CartPole-v1', initial_trajectories=0, n_envs=8, seed=0, max_steps=500
+  )
+  agent = policy_agents.ExpertIteration(
+    t,
+    model_fn=TANH_POLICY,
+    quantile=0.9,
+    filter_buffer_size=64,
+    n_replay_epochs=3,
+    n_train_steps_per_epoch=50,
+    batch_size=256,
+    n_trajectories_per_epoch=32,
+    lr_schedule=lambda: 1e-3,
+    seed=0,
+  )
+  agent.run(4)
+  first, last = agent.avg_returns[0], agent.avg_returns[-1]
+  assert last > 1.5 * first, agent.avg_returns
+
+
+def test_same_seed_same_returns_and_params():
+  a, b = (
+    _pg(n_envs=2, n_trajectories_per_epoch=4),
+    _pg(n_envs=2, n_trajectories_per_epoch=4),
+  )
+  a.run(3)
+  b.run(3)
+  assert a.avg_returns == b.avg_returns
+  for x, y in zip(_params(a), _params(b)):
+    np.testing.assert_array_equal(x, y)
+  c = _pg(n_envs=2, n_trajectories_per_epoch=4, seed=1)
+  c.run(3)
+  assert c.avg_returns != a.avg_returns
+
+
+def test_resume_any_number_of_times_equals_uninterrupted(tmp_path):
+  kwargs = dict(n_envs=2, n_trajectories_per_epoch=4, n_eval_episodes=2)
+  full = _pg(**kwargs)
+  full.run(5)
+  for n_epochs in (1, 2, 4, 5):  # Three "restarts" of the same output_dir.
+    agent = _pg(output_dir=str(tmp_path), **kwargs)
+    agent.run(n_epochs, n_epochs_is_total_epochs=True)
+    agent.close()
+  resumed = _pg(output_dir=str(tmp_path), **kwargs)
+  assert resumed.restore()
+  assert resumed.current_epoch == 5
+  assert resumed.avg_returns == full.avg_returns
+  assert resumed.avg_returns_temperatures == full.avg_returns_temperatures
+  for x, y in zip(_params(resumed), _params(full)):
+    np.testing.assert_array_equal(x, y)
+  lines = (tmp_path / 'metrics.jsonl').read_text().splitlines()
+  assert [json.loads(x)['epoch'] for x in lines] == [1, 2, 3, 4, 5]
+
+
+def test_checkpoint_holds_optimizer_state_and_trajectories(tmp_path):
+  agent = _pg(n_envs=2, n_trajectories_per_epoch=3, output_dir=str(tmp_path))
+  agent.run(2)
+  other = _pg(n_envs=2, n_trajectories_per_epoch=3, output_dir=str(tmp_path))
+  other.restore()
+  for x, y in zip(
+    jax.tree.leaves(agent.loop.trainer.state),
+    jax.tree.leaves(other.loop.trainer.state),
+  ):
+    np.testing.assert_array_equal(x, y)
+  assert sorted(other.task.trajectories) == [2]
+  assert len(other.task.trajectories[2]) == 3
+  # Only the replay window stays on disk.
+  files = sorted(p.name for p in (tmp_path / 'trajectories').iterdir())
+  assert files == ['epoch_000002.pkl']
+
+
+def test_checkpoint_of_another_agent_is_refused(tmp_path):
+  agent = _pg(n_envs=1, n_trajectories_per_epoch=1, output_dir=str(tmp_path))
+  agent.run(1)
+  t = task.RLTask('CartPole-v1', initial_trajectories=0)
+  ei = policy_agents.ExpertIteration(
+    t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
+  )
+  with pytest.raises(checkpoint.CheckpointError, match='PolicyGradient'):
+    ei.restore()
+
+
+def test_single_trajectory_policy_wrapper():
+  agent = _pg(n_envs=1, n_trajectories_per_epoch=1)
+  traj = trajectory.Trajectory(np.zeros(4, np.float32))
+  action, info = agent.policy(traj, temperature=0.0)
+  assert action in (0, 1) and info['dist_inputs'].shape == (2,)
+
+
+def test_continuous_actions_are_clipped_to_bounds():
+  t = task.RLTask(fake_envs.ContinuousEnv, initial_trajectories=0)
+  agent = policy_agents.PolicyGradient(
+    t, n_trajectories_per_epoch=2, batch_size=8
+  )
+  agent.run(1)
+  actions = np.concatenate(
+    [np.asarray(tr.actions).ravel() for tr in t.trajectories[1]]
+  )
+  assert np.all(np.abs(actions) <= 1.0)
+
+
+@pytest.mark.parametrize(
+  'kwargs, message',
+  [
+    (
+      {'n_trajectories_per_epoch': 1, 'n_interactions_per_epoch': 1},
+      'exactly one',
+    ),
+    ({'n_trajectories_per_epoch': None}, 'exactly one'),
+    ({'n_trajectories_per_epoch': 0}, 'n_trajectories_per_epoch'),
+    ({'batch_size': 0}, 'batch_size'),
+    ({'n_eval_episodes': -1}, 'n_eval_episodes'),
+  ],
+)
+def test_bad_arguments(kwargs, message):
+  t = task.RLTask('CartPole-v1', initial_trajectories=0)
+  kwargs = dict({'n_trajectories_per_epoch': 1}, **kwargs)
+  with pytest.raises(ValueError, match=message):
+    policy_agents.PolicyGradient(t, **kwargs)
+
+
+def test_negative_epochs_and_unusable_output_dir(tmp_path):
+  agent = _pg(n_envs=1, n_trajectories_per_epoch=1)
+  with pytest.raises(ValueError, match='n_epochs'):
+    agent.run(-1)
+  afile = tmp_path / 'file'
+  afile.write_text('keep me')
+  with pytest.raises(ValueError, match='not a directory'):
+    _pg(n_envs=1, output_dir=str(afile))
+  assert afile.read_text() == 'keep me'
+
+
+def test_quantile_filter_keeps_best():
+  def traj(ret):
+    t = trajectory.Trajectory(np.zeros(1))
+    t.extend(0, ret, np.zeros(1), terminated=True)
+    return t
+
+  stream = iter([traj(r) for r in [1, 5, 3, 2, 9, 4, 0, 7]])
+  kept = list(policy_agents.quantile_filter(stream, 0.75, 4, 1.0))
+  assert [t.total_return for t in kept] == [5, 9]

@@ -1,0 +1,62 @@
+"""Tiny deterministic environments for tests."""
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountingEnv(gym.Env):
+  """Observation [step, action sum]; reward = action + 1; ends after n steps.
+
+  Episode i (counted from the first reset) lasts `lengths[i % len(lengths)]`
+  steps and ends terminated unless `truncate` is set, in which case it ends
+  truncated. Fully deterministic, so returns can be worked out by hand.
+  """
+
+  metadata = {'render_modes': []}
+
+  def __init__(self, lengths=(3,), n_actions: int = 2, truncate: bool = False):
+    self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    self.action_space = gym.spaces.Discrete(n_actions)
+    self._lengths = tuple(lengths)
+    self._truncate = truncate
+    self._episode = -1
+    self._t = 0
+    self._sum = 0
+
+  def _obs(self):
+    return np.array([self._t, self._sum], np.float32)
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self._episode += 1
+    self._t = 0
+    self._sum = 0
+    return self._obs(), {}
+
+  def step(self, action):
+    self._t += 1
+    self._sum += int(action)
+    done = self._t >= self._lengths[self._episode % len(self._lengths)]
+    terminated = done and not self._truncate
+    truncated = done and self._truncate
+    return self._obs(), float(action) + 1.0, terminated, truncated, {}
+
+
+class ContinuousEnv(gym.Env):
+  """A 1-D continuous-action env: reward -|action - 0.5|, 5 steps."""
+
+  def __init__(self):
+    self.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    self._t = 0
+
+  def reset(self, *, seed=None, options=None):
+    super().reset(seed=seed)
+    self._t = 0
+    return np.zeros(3, np.float32), {}
+
+  def step(self, action):
+    self._t += 1
+    reward = -float(abs(np.asarray(action).reshape(-1)[0] - 0.5))
+    obs = np.full(3, self._t / 5.0, np.float32)
+    return obs, reward, self._t >= 5, False, {}
