@@ -10,10 +10,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gin
 import optax
 from etils import epath
 
-import gin
 from trax_rl import advantages, envs, lr_schedules, task
 from trax_rl.agents import base, policy_agents
 from trax_rl.networks import models
