@@ -1,6 +1,5 @@
 """RLTask: env(s), the per-epoch trajectory store, collection and batching."""
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -8,126 +7,20 @@ import gymnasium as gym
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, envs
+from trax_rl import batching, checkpoint, collection, envs
 from trax_rl import trajectory as trajectory_lib
 
-# policy(observation[N, ...], first[N]) -> (action[N, ...], {name: [N, ...]})
-# `first[i]` is True where env i's observation starts a new episode.
-BatchPolicy = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, dict]]
+# Re-exported: they are part of RLTask's interface.
+BatchPolicy = collection.BatchPolicy
+CollectResult = collection.CollectResult
+batch_from_trajectories = batching.batch_from_trajectories
+
 TASK_FILE = 'task.pkl'
 TRAJECTORY_DIR = 'trajectories'
 
 
 def trajectory_file(directory, epoch: int) -> epath.Path:
   return epath.Path(directory) / TRAJECTORY_DIR / f'epoch_{epoch:06d}.pkl'
-
-
-@dataclasses.dataclass
-class CollectResult:
-  """What one collection produced."""
-
-  trajectories: list[trajectory_lib.Trajectory]
-  episode_returns: list[float]  # Full returns of episodes that ended.
-  n_interactions: int
-
-
-class _Collector:
-  """Steps a vector env in lockstep with one batched policy call per step."""
-
-  def __init__(self, vector_env: gym.vector.VectorEnv):
-    self.env = vector_env
-    self.n = vector_env.num_envs
-    self.obs = None  # Current observation of each env; None before a reset.
-    self.trajs = [None] * self.n
-    self.first = np.ones(self.n, bool)
-    self.ep_return = np.zeros(self.n)
-    self.ep_len = np.zeros(self.n, np.int64)
-
-  def reset(self, rng: np.random.Generator) -> None:
-    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=self.n)]
-    self.obs, _ = self.env.reset(seed=seeds)
-    self.obs = np.array(self.obs)
-    self.trajs = [trajectory_lib.Trajectory(o) for o in self.obs]
-    self.first = np.ones(self.n, bool)
-    self.ep_return[:] = 0
-    self.ep_len[:] = 0
-
-  def collect(
-    self,
-    policy: BatchPolicy,
-    rng: np.random.Generator,
-    n_trajectories: int | None,
-    n_interactions: int | None,
-    max_steps: int | None,
-    continue_episodes: bool,
-  ) -> CollectResult:
-    """Runs until n_trajectories episodes end or n_interactions steps pass."""
-    if not continue_episodes or self.obs is None:
-      self.reset(rng)
-    counting = np.ones(self.n, bool)  # Whether env i's episode is recorded.
-    started = self.n
-    if n_trajectories is not None:
-      counting[n_trajectories:] = False
-      started = min(self.n, n_trajectories)
-    finished, returns, steps = [], [], 0
-    while True:
-      if n_trajectories is not None and len(finished) >= n_trajectories:
-        break
-      if n_interactions is not None and steps >= n_interactions:
-        break
-      action, info = policy(self.obs, self.first)
-      action = np.asarray(action)
-      next_obs, reward, term, trunc, _ = self.env.step(action)
-      next_obs = np.array(next_obs)
-      self.ep_len += 1
-      if max_steps is not None:
-        trunc = trunc | (self.ep_len >= max_steps)
-      trunc = trunc & ~term
-      self.ep_return += reward
-      for i in np.flatnonzero(counting):
-        self.trajs[i].extend(
-          action[i],
-          reward[i],
-          next_obs[i],
-          term[i],
-          trunc[i],
-          {k: v[i] for k, v in info.items()},
-        )
-      steps += int(counting.sum())
-      done = term | trunc
-      if done.any():
-        for i in np.flatnonzero(done):
-          if counting[i]:
-            finished.append(self.trajs[i])
-            returns.append(float(self.ep_return[i]))
-          if n_trajectories is not None:
-            counting[i] = started < n_trajectories
-            started += int(counting[i])
-        reset_obs, _ = self.env.reset(options={'reset_mask': done})
-        next_obs[done] = np.asarray(reset_obs)[done]
-        for i in np.flatnonzero(done):
-          self.trajs[i] = trajectory_lib.Trajectory(next_obs[i])
-        self.ep_return[done] = 0
-        self.ep_len[done] = 0
-      self.first = done
-      self.obs = next_obs
-    if n_interactions is not None:
-      # Cut the running episodes: they continue in the next collection.
-      for i in range(self.n):
-        if self.trajs[i].n_steps:
-          finished.append(self.trajs[i])
-          self.trajs[i] = trajectory_lib.Trajectory(self.obs[i])
-    return CollectResult(finished, returns, steps)
-
-
-def _random_policy(space: gym.Space, rng: np.random.Generator) -> BatchPolicy:
-  space.seed(int(rng.integers(2**31 - 1)))
-
-  def policy(obs, first):
-    del first
-    return np.stack([np.asarray(space.sample()) for _ in range(len(obs))]), {}
-
-  return policy
 
 
 def _check_positive(name: str, value: int | None) -> None:
@@ -192,7 +85,7 @@ class RLTask:
     self._seed = seed
     self._rng = np.random.default_rng(seed)
     self._eval_rng = np.random.default_rng([seed, 1])
-    self._collector = _Collector(self._env)
+    self._collector = collection.Collector(self._env)
     self._eval_collector = None
     self._trajectories: dict[int, list[trajectory_lib.Trajectory]] = {}
     self._saved_epochs: set[int] = set()
@@ -202,7 +95,7 @@ class RLTask:
     if isinstance(initial_trajectories, int):
       if initial_trajectories:
         self.collect_trajectories(
-          _random_policy(self.action_space, self._rng),
+          collection.random_policy(self.action_space, self._rng),
           n_trajectories=initial_trajectories,
           epoch_id=0,
         )
@@ -276,7 +169,7 @@ class RLTask:
     if only_eval:
       if self._eval_collector is None:
         self._eval_env = envs.make_vector_env(self._env_spec, self._n_envs)
-        self._eval_collector = _Collector(self._eval_env)
+        self._eval_collector = collection.Collector(self._eval_env)
       collector, rng = self._eval_collector, self._eval_rng
     else:
       collector, rng = self._collector, self._rng
@@ -366,7 +259,7 @@ class RLTask:
       counts = [
         np.array(
           [
-            _n_slices(t, max_slice_length, margin, include_final_state)
+            batching.n_slices(t, max_slice_length, margin, include_final_state)
             for t in self._trajectories[e]
           ],
           np.float64,
@@ -438,7 +331,7 @@ class RLTask:
       slices = []
       for traj in stream:
         slices.append(
-          _random_slice(
+          batching.random_slice(
             traj,
             max_slice_length,
             margin,
@@ -449,7 +342,7 @@ class RLTask:
         )
         if len(slices) == batch_size:
           break
-      yield _stack_padded(slices, min_slice_length)
+      yield batching.stack_padded(slices, min_slice_length)
 
   # Saving and loading.
   def state_dict(self) -> dict[str, Any]:
@@ -517,97 +410,3 @@ def load_trajectories(directory) -> list[trajectory_lib.Trajectory]:
       trajectory_lib.Trajectory.from_state_dict(s) for s in checkpoint.load(f)
     )
   return result
-
-
-def batch_from_trajectories(
-  trajectories: list[trajectory_lib.Trajectory],
-  batch_size: int,
-  max_slice_length: int | None,
-  margin: int,
-  gamma: float,
-  rng: np.random.Generator,
-) -> trajectory_lib.TimeStepBatch:
-  """A `[B, T, ...]` batch of random slices of the given trajectories."""
-  picks = rng.integers(len(trajectories), size=batch_size)
-  return _stack_padded(
-    [
-      _random_slice(
-        trajectories[i], max_slice_length, margin, gamma, False, rng
-      )
-      for i in picks
-    ],
-    None,
-  )
-
-
-def _n_slices(
-  traj: trajectory_lib.Trajectory,
-  max_slice_length: int | None,
-  margin: int,
-  include_final_state: bool,
-) -> int:
-  """How many slices of up to max_slice_length a trajectory has."""
-  if not max_slice_length:
-    return 1
-  # T steps with margin m give T + m rows; slices of L start at 0..T+m-L.
-  n = len(traj) + margin - max_slice_length + int(include_final_state)
-  return max(1, n)
-
-
-def _random_slice(
-  traj, max_slice_length, margin, gamma, include_final_state, rng
-) -> trajectory_lib.TimeStepBatch:
-  start = rng.integers(
-    _n_slices(traj, max_slice_length, margin, include_final_state)
-  )
-  data = traj.to_np(margin, gamma)
-  end = start + (max_slice_length or data.observation.shape[0])
-  return _map(lambda x: x[start:end], data)
-
-
-def _map(fn, tsb: trajectory_lib.TimeStepBatch) -> trajectory_lib.TimeStepBatch:
-  def apply(x):
-    if x is None:
-      return None
-    if isinstance(x, dict):
-      return {k: apply(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-      return type(x)(*[apply(v) for v in x])
-    return fn(x)
-
-  return trajectory_lib.TimeStepBatch(*[apply(v) for v in tsb])
-
-
-def _stack_padded(slices, min_slice_length) -> trajectory_lib.TimeStepBatch:
-  lengths = [s.observation.shape[0] for s in slices]
-  longest = max(lengths)
-  if min_slice_length:
-    longest = max(longest, min_slice_length)
-  if min(lengths) != longest:
-    longest = 1 << int(np.ceil(np.log2(longest)))
-
-  def stack(*xs):
-    if xs[0] is None:
-      return None
-    if isinstance(xs[0], dict):
-      return {k: stack(*[x[k] for x in xs]) for k in xs[0]}
-    if isinstance(xs[0], tuple):
-      return type(xs[0])(
-        *[stack(*[x[i] for x in xs]) for i in range(len(xs[0]))]
-      )
-    xs = [np.asarray(x) for x in xs]
-    if xs[0].ndim == 0:
-      return np.stack(xs)
-    out = np.zeros((len(xs), longest) + xs[0].shape[1:], xs[0].dtype)
-    for i, x in enumerate(xs):
-      out[i, : len(x)] = x
-    return out
-
-  batch = trajectory_lib.TimeStepBatch(
-    *[stack(*field) for field in zip(*slices)]
-  )
-  # Padding past a slice's end is not a real step: done True, mask 0.
-  done = batch.done.copy()
-  for i, n in enumerate(lengths):
-    done[i, n:] = True
-  return batch._replace(done=done)

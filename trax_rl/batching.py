@@ -1,0 +1,99 @@
+"""Padded `[B, T, ...]` batches of trajectory slices (Trax's batching)."""
+
+import numpy as np
+
+from trax_rl import trajectory as trajectory_lib
+
+
+def batch_from_trajectories(
+  trajectories: list[trajectory_lib.Trajectory],
+  batch_size: int,
+  max_slice_length: int | None,
+  margin: int,
+  gamma: float,
+  rng: np.random.Generator,
+) -> trajectory_lib.TimeStepBatch:
+  """A `[B, T, ...]` batch of random slices of the given trajectories."""
+  picks = rng.integers(len(trajectories), size=batch_size)
+  return stack_padded(
+    [
+      random_slice(trajectories[i], max_slice_length, margin, gamma, False, rng)
+      for i in picks
+    ],
+    None,
+  )
+
+
+def n_slices(
+  traj: trajectory_lib.Trajectory,
+  max_slice_length: int | None,
+  margin: int,
+  include_final_state: bool,
+) -> int:
+  """How many slices of up to max_slice_length a trajectory has."""
+  if not max_slice_length:
+    return 1
+  # T steps with margin m give T + m rows; slices of L start at 0..T+m-L.
+  n = len(traj) + margin - max_slice_length + int(include_final_state)
+  return max(1, n)
+
+
+def random_slice(
+  traj, max_slice_length, margin, gamma, include_final_state, rng
+) -> trajectory_lib.TimeStepBatch:
+  start = rng.integers(
+    n_slices(traj, max_slice_length, margin, include_final_state)
+  )
+  data = traj.to_np(margin, gamma)
+  end = start + (max_slice_length or data.observation.shape[0])
+  return map_fields(lambda x: x[start:end], data)
+
+
+def map_fields(
+  fn, tsb: trajectory_lib.TimeStepBatch
+) -> trajectory_lib.TimeStepBatch:
+  def apply(x):
+    if x is None:
+      return None
+    if isinstance(x, dict):
+      return {k: apply(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+      return type(x)(*[apply(v) for v in x])
+    return fn(x)
+
+  return trajectory_lib.TimeStepBatch(*[apply(v) for v in tsb])
+
+
+def stack_padded(slices, min_slice_length) -> trajectory_lib.TimeStepBatch:
+  lengths = [s.observation.shape[0] for s in slices]
+  longest = max(lengths)
+  if min_slice_length:
+    longest = max(longest, min_slice_length)
+  if min(lengths) != longest:
+    longest = 1 << int(np.ceil(np.log2(longest)))
+
+  def stack(*xs):
+    if xs[0] is None:
+      return None
+    if isinstance(xs[0], dict):
+      return {k: stack(*[x[k] for x in xs]) for k in xs[0]}
+    if isinstance(xs[0], tuple):
+      return type(xs[0])(
+        *[stack(*[x[i] for x in xs]) for i in range(len(xs[0]))]
+      )
+    xs = [np.asarray(x) for x in xs]
+    if xs[0].ndim == 0:
+      return np.stack(xs)
+    out = np.zeros((len(xs), longest) + xs[0].shape[1:], xs[0].dtype)
+    for i, x in enumerate(xs):
+      out[i, : len(x)] = x
+    return out
+
+  batch = trajectory_lib.TimeStepBatch(
+    *[stack(*field) for field in zip(*slices)]
+  )
+  # Padding past a slice's end is not a real step: done True, mask 0.
+  done = batch.done.copy()
+  for i, n in enumerate(lengths):
+    done[i, n:] = True
+  return batch._replace(done=done)

@@ -1,0 +1,121 @@
+"""Lockstep collection: one batched policy call per step of a vector env."""
+
+import dataclasses
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from trax_rl import trajectory as trajectory_lib
+
+# policy(observation[N, ...], first[N]) -> (action[N, ...], {name: [N, ...]})
+# `first[i]` is True where env i's observation starts a new episode.
+BatchPolicy = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, dict]]
+
+
+@dataclasses.dataclass
+class CollectResult:
+  """What one collection produced."""
+
+  trajectories: list[trajectory_lib.Trajectory]
+  episode_returns: list[float]  # Full returns of episodes that ended.
+  n_interactions: int
+
+
+class Collector:
+  """Steps a vector env in lockstep with one batched policy call per step."""
+
+  def __init__(self, vector_env: gym.vector.VectorEnv):
+    self.env = vector_env
+    self.n = vector_env.num_envs
+    self.obs = None  # Current observation of each env; None before a reset.
+    self.trajs = [None] * self.n
+    self.first = np.ones(self.n, bool)
+    self.ep_return = np.zeros(self.n)
+    self.ep_len = np.zeros(self.n, np.int64)
+
+  def reset(self, rng: np.random.Generator) -> None:
+    seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=self.n)]
+    self.obs, _ = self.env.reset(seed=seeds)
+    self.obs = np.array(self.obs)
+    self.trajs = [trajectory_lib.Trajectory(o) for o in self.obs]
+    self.first = np.ones(self.n, bool)
+    self.ep_return[:] = 0
+    self.ep_len[:] = 0
+
+  def collect(
+    self,
+    policy: BatchPolicy,
+    rng: np.random.Generator,
+    n_trajectories: int | None,
+    n_interactions: int | None,
+    max_steps: int | None,
+    continue_episodes: bool,
+  ) -> CollectResult:
+    """Runs until n_trajectories episodes end or n_interactions steps pass."""
+    if not continue_episodes or self.obs is None:
+      self.reset(rng)
+    counting = np.ones(self.n, bool)  # Whether env i's episode is recorded.
+    started = self.n
+    if n_trajectories is not None:
+      counting[n_trajectories:] = False
+      started = min(self.n, n_trajectories)
+    finished, returns, steps = [], [], 0
+    while True:
+      if n_trajectories is not None and len(finished) >= n_trajectories:
+        break
+      if n_interactions is not None and steps >= n_interactions:
+        break
+      action, info = policy(self.obs, self.first)
+      action = np.asarray(action)
+      next_obs, reward, term, trunc, _ = self.env.step(action)
+      next_obs = np.array(next_obs)
+      self.ep_len += 1
+      if max_steps is not None:
+        trunc = trunc | (self.ep_len >= max_steps)
+      trunc = trunc & ~term
+      self.ep_return += reward
+      for i in np.flatnonzero(counting):
+        self.trajs[i].extend(
+          action[i],
+          reward[i],
+          next_obs[i],
+          term[i],
+          trunc[i],
+          {k: v[i] for k, v in info.items()},
+        )
+      steps += int(counting.sum())
+      done = term | trunc
+      if done.any():
+        for i in np.flatnonzero(done):
+          if counting[i]:
+            finished.append(self.trajs[i])
+            returns.append(float(self.ep_return[i]))
+          if n_trajectories is not None:
+            counting[i] = started < n_trajectories
+            started += int(counting[i])
+        reset_obs, _ = self.env.reset(options={'reset_mask': done})
+        next_obs[done] = np.asarray(reset_obs)[done]
+        for i in np.flatnonzero(done):
+          self.trajs[i] = trajectory_lib.Trajectory(next_obs[i])
+        self.ep_return[done] = 0
+        self.ep_len[done] = 0
+      self.first = done
+      self.obs = next_obs
+    if n_interactions is not None:
+      # Cut the running episodes: they continue in the next collection.
+      for i in range(self.n):
+        if self.trajs[i].n_steps:
+          finished.append(self.trajs[i])
+          self.trajs[i] = trajectory_lib.Trajectory(self.obs[i])
+    return CollectResult(finished, returns, steps)
+
+
+def random_policy(space: gym.Space, rng: np.random.Generator) -> BatchPolicy:
+  space.seed(int(rng.integers(2**31 - 1)))
+
+  def policy(obs, first):
+    del first
+    return np.stack([np.asarray(space.sample()) for _ in range(len(obs))]), {}
+
+  return policy
