@@ -115,6 +115,13 @@ class Agent:
     }
     self._rng = np.random.default_rng([seed, 2])
     self._key = jax.random.PRNGKey(seed)
+    # Acting keys: one stream for collection, one for evaluation, so that
+    # eval settings never change what training does.
+    self._act_keys = (
+      jax.random.fold_in(self._key, 1),
+      jax.random.fold_in(self._key, 2),
+    )
+    self._act_counts = [0, 0]
     self._restored = False
     self._writer = None
 
@@ -143,6 +150,17 @@ class Agent:
     """A fresh raw PRNG key from the agent's checkpointed key."""
     self._key, key = jax.random.split(self._key)
     return key
+
+  def acting_key(self, evaluation: bool) -> tuple[jax.Array, int]:
+    """(key, call index) for one batched policy call.
+
+    Fold them inside the jitted policy (`policies.key_for_step`): no extra
+    dispatch per step, and the counters are part of the checkpoint.
+    """
+    stream = int(evaluation)
+    index = self._act_counts[stream]
+    self._act_counts[stream] += 1
+    return self._act_keys[stream], index
 
   # To implement.
   def make_policy(
@@ -307,6 +325,7 @@ class Agent:
         ],
         'rng': self._rng.bit_generator.state,
         'key': np.asarray(self._key),
+        'act_counts': list(self._act_counts),
         'task': task_state,
         'state': self.state_dict(),
       },
@@ -344,6 +363,7 @@ class Agent:
         self._avg_returns_temperatures.setdefault(t, {})[s] = list(v)
       self._rng.bit_generator.state = ckpt['rng']
       self._key = jax.numpy.asarray(ckpt['key'])
+      self._act_counts = [int(c) for c in ckpt['act_counts']]
     except (KeyError, TypeError, IndexError) as e:
       raise checkpoint.CheckpointError(
         f'checkpoint {path} is incomplete ({e!r})'

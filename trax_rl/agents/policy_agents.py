@@ -39,8 +39,6 @@ class PolicyAgent(base.Agent):
     super().__init__(task, **kwargs)
     self._policy_dist = distributions.create_distribution(task.action_space)
     self._obs_ndim = len(task.observation_space.shape)
-    self._act_key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 1)
-    self._act_count = 0
     self._select = jax.jit(self._select_action)
 
   @property
@@ -66,27 +64,20 @@ class PolicyAgent(base.Agent):
   def make_policy(
     self, temperature: float, evaluation: bool
   ) -> task_lib.BatchPolicy:
-    del evaluation  # Feed-forward: no state to keep apart.
     space = self._task.action_space
 
     def policy(obs, first):
-      del first
+      del first  # Feed-forward: no state to reset.
+      key, index = self.acting_key(evaluation)
       action, dist_inputs = self._select(
-        self.policy_params(), self._act_key, self._act_count, obs, temperature
+        self.policy_params(), key, index, obs, temperature
       )
-      self._act_count += 1
       return (
         policies.clip_to_space(np.asarray(action), space),
         {'dist_inputs': np.asarray(dist_inputs)},
       )
 
     return policy
-
-  def state_dict(self) -> dict[str, Any]:
-    return {'act_count': self._act_count}
-
-  def load_state_dict(self, state: dict[str, Any]) -> None:
-    self._act_count = int(state['act_count'])
 
 
 class LoopPolicyAgent(PolicyAgent):
@@ -226,10 +217,9 @@ class LoopPolicyAgent(PolicyAgent):
     return {f'policy/{k}': v for k, v in metrics.items()}
 
   def state_dict(self) -> dict[str, Any]:
-    return dict(super().state_dict(), policy=self._loop.trainer.state_dict())
+    return {'policy': self._loop.trainer.state_dict()}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
-    super().load_state_dict(state)
     self._loop.trainer.load_state_dict(state['policy'])
 
   def restore(self) -> bool:
