@@ -128,6 +128,19 @@ def test_checkpoint_of_another_agent_is_refused(tmp_path):
     ei.restore()
 
 
+def test_network_evaluation_metrics_are_recorded():
+  agent = _pg(
+    n_envs=2,
+    n_trajectories_per_epoch=2,
+    network_eval_at=lambda step: step % 2 == 0,
+  )
+  agent.run(1)  # Step 1: not evaluated.
+  record = agent.train_epoch()  # Step 2: evaluated.
+  assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(record)
+  record = agent.train_epoch()  # Step 3: not evaluated.
+  assert 'policy_eval/loss' not in record and 'policy/loss' in record
+
+
 def test_single_trajectory_policy_wrapper():
   agent = _pg(n_envs=1, n_trajectories_per_epoch=1)
   traj = trajectory.Trajectory(np.zeros(4, np.float32))

@@ -164,9 +164,11 @@ class LoopPolicyAgent(PolicyAgent):
       seed=self.next_key(),
       name='policy',
     )
-    eval_fn = lambda params, batch: (
-      loss(self._network, params, (), batch, None)[1].metrics
-    )
+
+    def eval_fn(params, batch):
+      value, extra = loss(self._network, params, (), batch, None)
+      return dict(extra.metrics, loss=value)
+
     self._loop = loop_lib.Loop(
       trainer,
       eval_fn=eval_fn,
@@ -213,8 +215,13 @@ class LoopPolicyAgent(PolicyAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
+    n_evals = len(self._loop.eval_history)
     metrics = self._loop.run(self._n_train_steps_per_epoch)
-    return {f'policy/{k}': v for k, v in metrics.items()}
+    record = {f'policy/{k}': v for k, v in metrics.items()}
+    if len(self._loop.eval_history) > n_evals:  # Evaluated this epoch.
+      _, evals = self._loop.eval_history[-1]
+      record.update({f'policy_eval/{k}': v for k, v in evals.items()})
+    return record
 
   def state_dict(self) -> dict[str, Any]:
     return {'policy': self._loop.trainer.state_dict()}
