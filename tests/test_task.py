@@ -32,6 +32,9 @@ def test_collect_whole_episodes():
   trajs = t.trajectories[1]
   assert len(trajs) == 3 and all(tr.terminated for tr in trajs)
   assert [tr.n_steps for tr in trajs] == [3, 3, 3]
+  # Final observations are the terminal ones, not the next reset's.
+  for tr in trajs:
+    np.testing.assert_allclose(tr.last_observation, [3, 3])
   assert t.n_trajectories() == 3 and t.n_interactions() == 9
 
 

@@ -95,6 +95,9 @@ class Collector:
             counting[i] = started < n_trajectories
             started += int(counting[i])
         reset_obs, _ = self.env.reset(options={'reset_mask': done})
+        # A copy: the finished trajectories hold views of their final
+        # observations in next_obs.
+        next_obs = next_obs.copy()
         next_obs[done] = np.asarray(reset_obs)[done]
         for i in np.flatnonzero(done):
           self.trajs[i] = trajectory_lib.Trajectory(next_obs[i])
