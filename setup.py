@@ -27,7 +27,8 @@ setuptools.setup(
     ],
     extras_require={
         'test': ['pytest>=8', 'pytest-xdist>=3.6', 'ruff>=0.6'],
-        'atari': ['ale-py>=0.10'],
+        # AtariPreprocessing needs OpenCV.
+        'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<2'],
     },
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},

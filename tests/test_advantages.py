@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import absltest, parameterized
 
 from trax_rl import advantages
@@ -230,3 +231,64 @@ class EstimatorPropertiesTest(absltest.TestCase):
 
 if __name__ == '__main__':
   absltest.main()
+
+
+class TestPaddingMask:
+  """A truncated slice bootstraps from the final observation's value."""
+
+  # Steps 0, 1 are real; row 2 holds the final observation (margin 1),
+  # marked done as padding is; row 3 is batch padding.
+  rewards = np.array([[1.0, 2.0, 0.0, 0.0]])
+  values = np.array([[10.0, 20.0, 30.0, 7.0]])
+  dones = np.array([[False, False, True, True]])
+  mask = np.array([[1.0, 1.0, 0.0, 0.0]])
+  ones = np.ones((1, 4))
+
+  def _run(self, estimator, mask):
+    return np.asarray(
+      estimator(
+        self.rewards,
+        self.rewards,
+        self.values,
+        self.dones,
+        self.ones,
+        mask=mask,
+      )
+    )
+
+  @pytest.mark.parametrize('factory', [advantages.gae, advantages.td_lambda])
+  def test_lambda_estimators(self, factory):
+    # gamma 0.5, lambda 0.5. Step 1: 2 + 0.5 * 30 - 20 = -3.
+    # Step 0: delta 1 + 0.5 * 20 - 10 = 1, plus 0.5 * 0.5 * -3 = 0.25.
+    est = jax.jit(factory(0.5, 2, lambda_=0.5))
+    np.testing.assert_allclose(self._run(est, self.mask), [[0.25, -3.0]])
+    # The padding row itself gets advantage 0.
+    np.testing.assert_allclose(
+      self._run(factory(0.5, 1, lambda_=0.5), self.mask), [[0.25, -3.0, 0.0]]
+    )
+    # Without the mask the padding row counts as a terminal step (Trax's
+    # behaviour): step 1 then sees -V2 leak in, -3 + 0.25 * -30 = -10.5.
+    no_mask = self._run(factory(0.5, 2, lambda_=0.5), None)
+    np.testing.assert_allclose(no_mask[0, 1], -10.5)
+
+  def test_td_k(self):
+    # k = 2. Step 0: 1 + 0.5 * 2 + 0.25 * V2 = 2 + 7.5, minus 10 = -0.5.
+    # Step 1: 2 + 0.5 * V2 (the window reached padding) - 20 = -3.
+    est = advantages.td_k(0.5, 2)
+    np.testing.assert_allclose(self._run(est, self.mask), [[-0.5, -3.0]])
+    # Unmasked, the padding row stops the sum with no bootstrap.
+    np.testing.assert_allclose(self._run(est, None), [[-0.5, -18.0]])
+
+  def test_padding_after_termination_is_ignored(self):
+    dones = np.array([[False, True, True, True]])
+    for factory in (advantages.gae, advantages.td_lambda):
+      out = factory(0.5, 1, lambda_=0.5)(
+        self.rewards,
+        self.rewards,
+        self.values,
+        dones,
+        self.ones,
+        mask=self.mask,
+      )
+      # Step 1 terminated: 2 - 20; step 0: 1 + 0.5*20 - 10 + 0.25*(-18).
+      np.testing.assert_allclose(out, [[-3.5, -18.0, 0.0]], atol=1e-6)

@@ -3,7 +3,8 @@
 Every factory takes the task's `gamma` and the slice `margin` (both bound by
 the caller) plus its own knobs, and returns
 
-  estimator(rewards, returns, values, dones, discount_mask) -> advantages
+  estimator(rewards, returns, values, dones, discount_mask, mask=None)
+    -> advantages
 
 with all inputs of shape [B, T] and advantages of shape [B, T - margin]. The
 last `margin` steps of a slice are only there to bootstrap from; they get no
@@ -22,6 +23,13 @@ Conventions, per step t of a slice:
 A slice cut short without termination has dones False everywhere and
 bootstraps from values at its last observation, values[T - 1].
 
+Every estimator also takes an optional `mask` [B, T] (the TimeStepBatch's):
+rows where it is 0 are not steps but padding. The first of them after a
+truncated or cut trajectory holds its final observation, so an estimator
+bootstraps from its value there and never looks further; padding rows get
+advantage 0. Without a mask every row is a step (Trax's behaviour), which
+treats the padding row after a truncation (done True) as a terminal step.
+
 The estimators do not modify their inputs and work under `jax.jit` (the
 margin is a static Python int).
 """
@@ -35,10 +43,8 @@ import numpy as np
 
 from trax_rl import types
 
-Estimator = abc.Callable[
-  [types.Array, types.Array, types.Array, types.Array, types.Array],
-  jax.Array,
-]
+# estimator(rewards, returns, values, dones, discount_mask, mask=None).
+Estimator = abc.Callable[..., jax.Array]
 
 
 def _uses_jax(*xs) -> bool:
@@ -124,7 +130,12 @@ def _check_factory_args(gamma, margin, min_margin=0, lambda_=None) -> None:
 
 
 def _prepare(margin, **arrays) -> list[jax.Array]:
-  """Checks that inputs are [B, T] with T > margin; returns float arrays."""
+  """Checks that inputs are [B, T] with T > margin; returns float arrays.
+
+  A `mask` of None becomes ones (every row a step).
+  """
+  if 'mask' in arrays and arrays['mask'] is None:
+    arrays['mask'] = jnp.ones(jnp.shape(arrays['rewards']))
   shapes = {name: jnp.shape(x) for name, x in arrays.items()}
   first = shapes['rewards']
   if len(first) != 2 or any(s != first for s in shapes.values()):
@@ -148,7 +159,8 @@ def monte_carlo(gamma: float, margin: int) -> Estimator:
     margin: number of extra steps at the end of each slice.
 
   Returns:
-    estimator(rewards, returns, values, dones, discount_mask) returning
+    estimator(rewards, returns, values, dones, discount_mask, mask=None)
+    returning
     advantages [B, T - margin].
 
   Raises:
@@ -156,8 +168,8 @@ def monte_carlo(gamma: float, margin: int) -> Estimator:
   """
   _check_factory_args(gamma, margin)
 
-  def estimator(rewards, returns, values, dones, discount_mask):
-    del discount_mask  # Already folded into `returns`.
+  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
+    del discount_mask, mask  # Folded into `returns`; no bootstrapping.
     rewards, returns, values, dones = _prepare(
       margin, rewards=rewards, returns=returns, values=values, dones=dones
     )
@@ -183,7 +195,8 @@ def td_k(gamma: float, margin: int) -> Estimator:
       number of rewards summed before bootstrapping.
 
   Returns:
-    estimator(rewards, returns, values, dones, discount_mask) returning
+    estimator(rewards, returns, values, dones, discount_mask, mask=None)
+    returning
     advantages [B, T - margin].
 
   Raises:
@@ -191,42 +204,54 @@ def td_k(gamma: float, margin: int) -> Estimator:
   """
   _check_factory_args(gamma, margin, min_margin=1)
 
-  def estimator(rewards, returns, values, dones, discount_mask):
+  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
     del returns
-    rewards, values, dones, discount_mask = _prepare(
+    rewards, values, dones, discount_mask, mask = _prepare(
       margin,
       rewards=rewards,
       values=values,
       dones=dones,
       discount_mask=discount_mask,
+      mask=mask,
     )
     gammas = mask_discount(gamma, discount_mask)
     n = rewards.shape[1] - margin
     advantages = jnp.zeros_like(values[:, :n])
-    # Product of discounts so far, zeroed once the episode has terminated.
+    # Product of discounts so far, zeroed once the episode has terminated or
+    # the window has reached a padding row (whose value it then took).
     carry = jnp.ones_like(advantages)
     for i in range(margin):
-      advantages += carry * rewards[:, i : i + n]
-      carry *= gammas[:, i : i + n] * (1.0 - dones[:, i : i + n])
+      real = mask[:, i : i + n] > 0
+      advantages += carry * jnp.where(
+        real, rewards[:, i : i + n], values[:, i : i + n]
+      )
+      carry *= jnp.where(
+        real, gammas[:, i : i + n] * (1.0 - dones[:, i : i + n]), 0.0
+      )
     advantages += carry * values[:, margin : margin + n]
     return advantages - values[:, :n]
 
   return estimator
 
 
-def _lambda_returns(rewards, values, dones, gammas, lambdas) -> jax.Array:
-  """Lambda-returns [B, T]; the last step bootstraps from its own value."""
+def _lambda_returns(rewards, values, dones, gammas, lambdas, mask):
+  """Lambda-returns [B, T]; the last step bootstraps from its own value.
+
+  A padding row (mask 0) returns its own value: it is a bootstrap point.
+  """
   # At the last step there is no next value: a terminated step returns its
   # reward, any other step is the bootstrap observation itself.
-  last = jnp.where(dones[:, -1] > 0, rewards[:, -1], values[:, -1])
+  last = jnp.where(
+    (dones[:, -1] > 0) & (mask[:, -1] > 0), rewards[:, -1], values[:, -1]
+  )
 
   def step(next_return, xs):
-    reward, done, gamma, lambda_, next_value = xs
+    reward, done, gamma, lambda_, real, value, next_value = xs
     mixed = (1.0 - lambda_) * next_value + lambda_ * next_return
-    ret = reward + (1.0 - done) * gamma * mixed
+    ret = jnp.where(real > 0, reward + (1.0 - done) * gamma * mixed, value)
     return ret, ret
 
-  xs = (rewards, dones, gammas, lambdas)
+  xs = (rewards, dones, gammas, lambdas, mask, values)
   xs = tuple(x[:, :-1].T for x in xs) + (values[:, 1:].T,)
   _, returns = jax.lax.scan(step, last, xs, reverse=True)
   return jnp.concatenate([returns.T, last[:, None]], axis=1)
@@ -250,7 +275,8 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
       bootstrapped from the last value.
 
   Returns:
-    estimator(rewards, returns, values, dones, discount_mask) returning
+    estimator(rewards, returns, values, dones, discount_mask, mask=None)
+    returning
     advantages [B, T - margin].
 
   Raises:
@@ -259,18 +285,21 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
-  def estimator(rewards, returns, values, dones, discount_mask):
+  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
     del returns
-    rewards, values, dones, discount_mask = _prepare(
+    rewards, values, dones, discount_mask, mask = _prepare(
       margin,
       rewards=rewards,
       values=values,
       dones=dones,
       discount_mask=discount_mask,
+      mask=mask,
     )
     gammas = mask_discount(gamma, discount_mask)
     lambdas = mask_discount(lambda_, discount_mask)
-    lambda_returns = _lambda_returns(rewards, values, dones, gammas, lambdas)
+    lambda_returns = _lambda_returns(
+      rewards, values, dones, gammas, lambdas, mask
+    )
     length = rewards.shape[1]
     return (lambda_returns - values)[:, : length - margin]
 
@@ -295,7 +324,8 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
     lambda_: the lambda of GAE, in [0, 1].
 
   Returns:
-    estimator(rewards, returns, values, dones, discount_mask) returning
+    estimator(rewards, returns, values, dones, discount_mask, mask=None)
+    returning
     advantages [B, T - margin].
 
   Raises:
@@ -304,17 +334,22 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
-  def estimator(rewards, returns, values, dones, discount_mask):
+  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
     del returns
-    rewards, values, dones, discount_mask = _prepare(
+    rewards, values, dones, discount_mask, mask = _prepare(
       margin,
       rewards=rewards,
       values=values,
       dones=dones,
       discount_mask=discount_mask,
+      mask=mask,
     )
     gammas = mask_discount(gamma, discount_mask)
     lambdas = mask_discount(lambda_, discount_mask)
+    real = mask > 0
+    # A padding row is a bootstrap point: no advantage, no continuation.
+    dones = jnp.where(real, dones, 1.0)
+    rewards = jnp.where(real, rewards, values)
     not_done = 1.0 - dones
     deltas = (
       rewards[:, :-1]

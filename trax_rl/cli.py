@@ -204,14 +204,25 @@ def main(argv: Sequence[str] | None = None) -> int:
       'trax-rl: interrupted; the last completed epoch is saved', file=sys.stderr
     )
     return 130
-  except (ValueError, OSError, TypeError, KeyError) as e:
+  except (ValueError, OSError, TypeError, KeyError, ImportError) as e:
     if args.debug:
       raise
-    from trax_rl import configurables
-
-    print(f'trax-rl: error: {configurables.first_line(e)}', file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return _report(e)
+  except Exception as e:  # noqa: BLE001 - third-party errors of bad input.
+    # gymnasium reports a missing optional dependency (e.g. opencv for
+    # AtariPreprocessing) with its own error class.
+    if args.debug or type(e).__module__.split('.')[0] != 'gymnasium':
+      raise
+    return _report(e)
   return 0
+
+
+def _report(e: BaseException) -> int:
+  """Prints the one-line error of bad input; returns exit status 2."""
+  from trax_rl import configurables
+
+  print(f'trax-rl: error: {configurables.first_line(e)}', file=sys.stderr)
+  return EXIT_BAD_INPUT
 
 
 if __name__ == '__main__':

@@ -74,6 +74,7 @@ class WeightedLogLikelihood:
       values,
       batch.done,
       batch.env_info.discount_mask,
+      mask=batch.mask,
     )
     length = advantages.shape[1]
     mask = batch.mask[:, :length] * batch.env_info.control_mask[:, :length]
