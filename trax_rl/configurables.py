@@ -15,8 +15,9 @@ import optax
 from etils import epath
 
 from trax_rl import advantages, envs, lr_schedules, task
-from trax_rl.agents import base, policy_agents
-from trax_rl.networks import models
+from trax_rl.agents import base, policy_agents, r2d2
+from trax_rl.losses import r2d2 as r2d2_losses
+from trax_rl.networks import models, recurrent
 
 CONFIG_FILE = 'config.gin'
 
@@ -54,7 +55,8 @@ _register(
   policy_agents.sharpened_network_policy,
 )
 
-# Later agent families register themselves below this line (one block each).
+# R2D2: recurrent Q network, its loss and agent.
+_register(recurrent.RecurrentQuality, r2d2_losses.R2D2Loss, r2d2.R2D2)
 
 
 def write_operative_config(output_dir: str) -> None:

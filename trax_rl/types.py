@@ -28,15 +28,19 @@ class Transition(NamedTuple):
 class Segment(NamedTuple):
   """A fixed-length sequence of steps for recurrent learners (R2D2).
 
-  Time is the leading axis inside one item: observation [T+1, ...] etc.
+  Time is the leading axis inside one item (`[L, ...]`; a batch is
+  `[B, L, ...]`). Step t holds observation o_t, the action a_t taken there,
+  the reward r_t that followed and the discount to bootstrap from o_{t+1}.
+  An episode's final observation is a step of its own with mask 0 (no action
+  was taken there); steps past it are zero padding, also with mask 0.
   """
 
-  observation: Array  # [T, ...]
-  action: Array  # [T]
-  reward: Array  # [T]
-  discount: Array  # [T] gamma * (1 - terminated) per step
-  mask: Array  # [T] 1 for real steps, 0 for padding past an episode end
-  core_state: Any  # recurrent state before observation[0]
+  observation: Array  # [L, ...] o_t
+  action: Array  # [L] a_t
+  reward: Array  # [L] r_t, received after a_t
+  discount: Array  # [L] gamma * (1 - terminated after a_t)
+  mask: Array  # [L] 1 where (o_t, a_t, r_t, o_{t+1}) is a real transition
+  core_state: Any  # recurrent state before observation[0], e.g. [H] leaves
 
 
 class Batch(NamedTuple):

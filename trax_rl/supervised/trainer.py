@@ -9,6 +9,7 @@ import optax
 
 from trax_rl import checkpoint, types
 from trax_rl.networks import base
+from trax_rl.supervised import sharding
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update as update_lib
 
@@ -31,6 +32,7 @@ class Trainer:
     use_target_network: bool = False,
     num_steps: int = 1,
     name: str = 'trainer',
+    n_devices: int | None = None,
   ):
     """Builds parameters and compiles nothing yet (jit compiles on first use).
 
@@ -44,6 +46,11 @@ class Trainer:
       use_target_network: keep target params (always on if a period is set).
       num_steps: updates per jitted call (see `make_update_fn`).
       name: used in error messages.
+      n_devices: None or 1 trains on one device (the default path); k > 1
+        (or -1: all local devices) keeps the state replicated on k devices
+        and splits each batch across them (`sharding`), so the batch size
+        must be a multiple of k. `params` then returns a copy on the first
+        device, so that acting stays on one device.
     """
     key = seed if isinstance(seed, jax.Array) else jax.random.PRNGKey(seed)
     init_key, state_key = jax.random.split(key)
@@ -58,12 +65,19 @@ class Trainer:
       step=np.asarray(0, np.int32),
       key=state_key,
     )
-    self._state = jax.device_put(self._state)
-    self._update = jax.jit(
-      update_lib.make_update_fn(
-        network, loss_fn, optimizer, target_update_period, num_steps
-      )
+    update = update_lib.make_update_fn(
+      network, loss_fn, optimizer, target_update_period, num_steps
     )
+    n_devices = sharding.resolve_n_devices(n_devices)
+    self._mesh = sharding.make_mesh(n_devices) if n_devices > 1 else None
+    self._one_device_params = None  # Cached acting copy (multi-device).
+    if self._mesh is None:
+      self._update = jax.jit(update)
+    else:
+      self._update = sharding.DataParallelUpdate(
+        update, self._mesh, batch_axis=0 if num_steps == 1 else 1
+      )
+    self._place(self._state)
     self._stream = batch_stream
 
   @property
@@ -71,16 +85,37 @@ class Trainer:
     return self._network
 
   @property
+  def n_devices(self) -> int:
+    """Devices the update runs on."""
+    return 1 if self._mesh is None else self._mesh.devices.size
+
+  @property
   def state(self) -> train_state_lib.TrainState:
     return self._state
 
   @state.setter
   def state(self, state: train_state_lib.TrainState) -> None:
-    self._state = state
+    if self._mesh is None:
+      self._state = state
+    else:
+      self._place(state)
+
+  def _place(self, state: train_state_lib.TrainState) -> None:
+    """Puts the state on the device(s) the update runs on."""
+    self._one_device_params = None
+    if self._mesh is None:
+      self._state = jax.device_put(state)
+    else:
+      self._state = sharding.replicate(state, self._mesh)
 
   @property
   def params(self) -> types.Params:
-    return self._state.params
+    """The online parameters (on one device, also when training on more)."""
+    if self._mesh is None:
+      return self._state.params
+    if self._one_device_params is None:
+      self._one_device_params = sharding.to_device(self._state.params)
+    return self._one_device_params
 
   @property
   def step(self) -> int:
@@ -92,6 +127,7 @@ class Trainer:
   def train_step(self, batch: Any) -> types.LossExtra:
     """One jitted update on `batch`."""
     self._state, extra = self._update(self._state, batch)
+    self._one_device_params = None
     return extra
 
   def compile(self, batch: Any) -> None:
@@ -106,15 +142,18 @@ class Trainer:
     """Runs n updates on batches from the stream; returns mean metrics."""
     if self._stream is None:
       raise ValueError(f'{self._name}: no batch stream to train on')
-    sums: dict[str, Any] = {}
+    history = []
     for _ in range(n_steps):
       batch = next(self._stream)
       extra = self.train_step(batch)
       if on_extra is not None:
         on_extra(batch, extra)
-      for k, v in extra.metrics.items():
-        sums[k] = sums[k] + v if k in sums else v
-    return {k: float(v) / max(n_steps, 1) for k, v in sums.items()}
+      history.append(extra.metrics)
+    if not history:
+      return {}
+    # One device-to-host transfer for the whole call, not one add per step.
+    means = jax.tree.map(lambda *xs: np.mean(xs), *jax.device_get(history))
+    return {k: float(v) for k, v in means.items()}
 
   def state_dict(self) -> dict[str, Any]:
     return {'leaves': [np.asarray(x) for x in jax.tree.leaves(self._state)]}
@@ -123,4 +162,4 @@ class Trainer:
     restored = checkpoint.unflatten_like(
       self._state, state['leaves'], self._name
     )
-    self._state = jax.device_put(restored)
+    self._place(restored)

@@ -1,0 +1,170 @@
+"""Recurrent Q networks: a torso, a flax LSTM core and a Q head (R2D2).
+
+The module `RecurrentQuality` works on time-major sequences
+`[T, B, ...]`: the torso and the head see all T * B observations at once and
+only the LSTM steps through time (in a `flax.linen.scan`), so one step of
+acting is the same computation as an unroll of length 1.
+`make_recurrent_network` wraps it as a `base.RecurrentNetwork` of pure
+functions.
+
+The core state is an `LSTMState(hidden, cell)` of `[B, H]` arrays. The actor
+records it per step in the trajectory's agent info (`state_to_info`), and the
+sequence adder turns that back into a state (`state_from_info`).
+"""
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from trax_rl import types
+from trax_rl.networks import base, models
+
+INFO_PREFIX = 'core_'  # Agent-info keys holding the core state.
+
+
+class LSTMState(NamedTuple):
+  """The recurrent state of an LSTM core."""
+
+  hidden: types.Array  # [B, H]
+  cell: types.Array  # [B, H]
+
+
+def zero_state(batch_size: int, size: int) -> LSTMState:
+  """An all-zero state `[batch_size, size]` (the state at episode starts)."""
+  zeros = jnp.zeros((batch_size, size), jnp.float32)
+  return LSTMState(zeros, zeros)
+
+
+def reset_where(first: types.Array, state: LSTMState) -> LSTMState:
+  """Zeroes the state of the rows where `first[B]` (an episode starts)."""
+  keep = 1.0 - jnp.asarray(first, jnp.float32)[:, None]
+  return jax.tree.map(lambda x: x * keep, state)
+
+
+def state_to_info(state: LSTMState) -> dict[str, np.ndarray]:
+  """The state as agent-info entries `{'core_hidden': [N, H], ...}`."""
+  return {
+    INFO_PREFIX + name: np.asarray(value)
+    for name, value in state._asdict().items()
+  }
+
+
+def state_from_info(info: dict[str, Any]) -> LSTMState:
+  """Inverts `state_to_info` (for one step or a batch of them)."""
+  return LSTMState(*(info[INFO_PREFIX + name] for name in LSTMState._fields))
+
+
+class _LSTMStep(nn.Module):
+  """One LSTM step that zeroes the carry where an episode starts."""
+
+  size: int
+
+  @nn.compact
+  def __call__(self, state: LSTMState, inputs):
+    x, first = inputs  # [B, D], [B]
+    state = reset_where(first, state)
+    (cell, hidden), out = nn.OptimizedLSTMCell(self.size, name='cell')(
+      (state.cell, state.hidden), x
+    )
+    return LSTMState(hidden, cell), out
+
+
+class RecurrentQuality(nn.Module):
+  """Torso, LSTM and Q head, as R2D2's (Kapturowski et al., 2019).
+
+  Called as `module(obs[T, B, ...], state, first[T, B] or None)` and returns
+  `(QOutput(q_values[T, B, A]), final state)`; where `first` is True the
+  state is zeroed before that step (None: no episode starts inside).
+
+  Attributes:
+    n_actions: number of actions.
+    torso: zero-argument factory of the torso module (e.g. `MLP`,
+      `ConvTorso`), applied to `[N, ...]` observations.
+    lstm_size: width H of the LSTM.
+    head_widths: hidden layer widths of the Q head's MLP (() for a single
+      Dense layer).
+    dueling: split the head into value and advantage streams.
+  """
+
+  n_actions: int
+  torso: Callable[[], nn.Module] = models.MLP
+  lstm_size: int = 128
+  head_widths: Sequence[int] = ()
+  dueling: bool = False
+
+  def initial_state(self, batch_size: int) -> LSTMState:
+    return zero_state(batch_size, self.lstm_size)
+
+  @nn.compact
+  def __call__(self, obs, state: LSTMState, first=None):
+    n_time, n_batch = obs.shape[:2]
+    flat = obs.reshape((n_time * n_batch,) + obs.shape[2:])
+    embedding = self.torso()(flat)
+    embedding = embedding.reshape((n_time, n_batch, -1))
+    if first is None:
+      first = jnp.zeros((n_time, n_batch), jnp.float32)
+    scan = nn.scan(
+      _LSTMStep,
+      variable_broadcast='params',
+      split_rngs={'params': False},
+    )
+    state, outputs = scan(self.lstm_size, name='lstm')(
+      state, (embedding, first)
+    )
+    head = models.Quality(
+      self.n_actions,
+      body=functools.partial(models.MLP, layer_widths=tuple(self.head_widths)),
+      dueling=self.dueling,
+    )
+    q = head(outputs.reshape((n_time * n_batch, -1)))
+    return jax.tree.map(
+      lambda x: x.reshape((n_time, n_batch) + x.shape[1:]), q
+    ), state
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _init(module: nn.Module, shape: tuple[int, ...], dtype: np.dtype, key):
+  dummy = jnp.zeros((1, 1) + shape, dtype)
+  return module.init(key, dummy, module.initial_state(1))
+
+
+def make_recurrent_network(
+  module: RecurrentQuality, example_observation: np.ndarray
+) -> base.RecurrentNetwork:
+  """Wraps a `RecurrentQuality`-like module as pure functions.
+
+  Args:
+    module: a flax module called as `module(obs[T, B, ...], state, first)`
+      with an `initial_state(batch_size)` method.
+    example_observation: one observation (no batch axis), for init shapes.
+
+  Returns:
+    RecurrentNetwork with `init(key)` (jitted: flax's scan is slow op by op;
+    equal hashable modules share one compile), `apply(params, obs[B, ...],
+    state) -> (QOutput[B], state)` (one step) and `unroll(params,
+    obs[T, B, ...], state, first[T, B] = None) -> (QOutput[T, B], state)`.
+  """
+  example = np.asarray(example_observation)
+  init = functools.partial(_init, module, example.shape, example.dtype)
+  try:
+    hash(module)
+  except TypeError:  # Unhashable attributes (a list): compile on its own.
+    init = jax.jit(
+      functools.partial(_init.__wrapped__, module, example.shape, example.dtype)
+    )
+
+  def apply(params, obs, state):
+    out, state = module.apply(params, jnp.asarray(obs)[None], state)
+    return jax.tree.map(lambda x: x[0], out), state
+
+  def unroll(params, obs, state, first=None):
+    return module.apply(params, obs, state, first)
+
+  return base.RecurrentNetwork(
+    init=init, apply=apply, unroll=unroll, initial_state=module.initial_state
+  )
