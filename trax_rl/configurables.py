@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import gin
+import gymnasium.wrappers
 import optax
 from etils import epath
 
 from trax_rl import advantages, envs, lr_schedules, task
-from trax_rl.agents import base, policy_agents, r2d2
+from trax_rl.agents import base, policy_agents, r2d2, replay_value, value_agents
+from trax_rl.losses import q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
 
@@ -55,6 +57,24 @@ _register(
   policy_agents.sharpened_network_policy,
 )
 
+# Value agents (Trax's DQN, the Acme learners on a replay Table).
+_register(
+  value_agents.DQN,
+  value_agents.trax_exploration_rate,
+  replay_value.ReplayValueAgent,
+  replay_value.linear_epsilon,
+  q_learning.QLearning,
+  q_learning.RegularizedQLearning,
+  q_learning.MunchausenQLearning,
+  q_learning.PrioritizedDoubleQLearning,
+  q_learning.PrioritizedCategoricalDoubleQLearning,
+  q_learning.QrDqn,
+)
+# Atari: `ALE/Pong-v5` (made with frameskip=1) under gymnasium's wrappers.
+_register(
+  gymnasium.wrappers.AtariPreprocessing,
+  gymnasium.wrappers.FrameStackObservation,
+)
 # R2D2: recurrent Q network, its loss and agent.
 _register(recurrent.RecurrentQuality, r2d2_losses.R2D2Loss, r2d2.R2D2)
 

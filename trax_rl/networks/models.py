@@ -70,16 +70,21 @@ class ConvTorso(nn.Module):
   Attributes:
     scale: observations are multiplied by this (1/255 for uint8 frames).
     dense_width: width of the final Dense layer (0 to skip it).
+    channels_first: observations are [B, C, H, W], as gymnasium's
+      FrameStackObservation stacks frames.
   """
 
   scale: float = 1.0 / 255.0
   dense_width: int = 512
+  channels_first: bool = False
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     x = jnp.asarray(x, jnp.float32) * self.scale
     if x.ndim == 3:  # [B, H, W] frames without a channel axis.
       x = x[..., None]
+    elif self.channels_first:
+      x = jnp.moveaxis(x, 1, -1)
     x = nn.relu(nn.Conv(32, (8, 8), strides=(4, 4), padding='VALID')(x))
     x = nn.relu(nn.Conv(64, (4, 4), strides=(2, 2), padding='VALID')(x))
     x = nn.relu(nn.Conv(64, (3, 3), strides=(1, 1), padding='VALID')(x))
@@ -217,3 +222,42 @@ def apply_over_time(
     return y.reshape(lead + y.shape[1:]) if y.ndim and y.shape[0] == n else y
 
   return jax.tree.map(unflatten, out)
+
+
+class ActionValue(nn.Module):
+  """Trax's `Value(inject_actions=True)`: Q(s, a) for Q-value baselines.
+
+  Attributes:
+    body: observation body factory.
+    is_discrete: embed integer actions (else a Dense over float actions).
+    vocab_size: number of discrete actions.
+    inject_actions_dim: width of the action injection.
+    inject_actions_n_layers: Dense layers after the injection.
+    multiplicative_action_injection: h * tanh(a) then LayerNorm (else h + a).
+
+  Returns Q [B] for observations [B, ...] and actions [B, ...].
+  """
+
+  body: Callable[[], nn.Module] = MLP
+  is_discrete: bool = True
+  vocab_size: int = 2
+  inject_actions_dim: int = 64
+  inject_actions_n_layers: int = 1
+  multiplicative_action_injection: bool = False
+
+  @nn.compact
+  def __call__(self, x, action):
+    h = nn.Dense(self.inject_actions_dim)(self.body()(x))
+    if self.is_discrete:
+      embed = nn.Embed(self.vocab_size, self.inject_actions_dim)
+      a = embed(jnp.asarray(action).astype(jnp.int32))
+    else:
+      flat = jnp.asarray(action, jnp.float32).reshape(h.shape[0], -1)
+      a = nn.Dense(self.inject_actions_dim)(flat)
+    if self.multiplicative_action_injection:
+      h = nn.LayerNorm()(h * jnp.tanh(a))
+    else:
+      h = h + a
+    for _ in range(self.inject_actions_n_layers):
+      h = nn.relu(nn.Dense(self.inject_actions_dim)(h))
+    return nn.Dense(1)(h)[..., 0]

@@ -1,0 +1,393 @@
+"""Value agents with Trax's semantics: ValueAgent and DQN."""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from trax_rl import advantages, checkpoint, envs, lr_schedules, policies, types
+from trax_rl import task as task_lib
+from trax_rl import trajectory as trajectory_lib
+from trax_rl.agents import base, policy_agents
+from trax_rl.networks import base as networks
+from trax_rl.networks import models
+from trax_rl.supervised import trainer as trainer_lib
+from trax_rl.supervised import update
+
+Schedule = Callable[[Any], jax.Array]
+# A float, or a zero-argument factory of a schedule (gin: `@multifactor`).
+ExplorationRate = float | Callable[[], Schedule | float]
+
+
+def trax_exploration_rate() -> Schedule:
+  """Trax's default exploration rate of the epoch: max(0.1, 0.99**epoch)."""
+  return lr_schedules.multifactor(
+    factors='constant * decay_every',
+    constant=1.0,
+    decay_factor=0.99,
+    steps_per_decay=1,
+    minimum=0.1,
+  )
+
+
+def as_schedule(rate: ExplorationRate, name: str) -> Schedule:
+  """A jnp-traceable `step -> rate` from a float or a schedule factory.
+
+  Raises:
+    ValueError: a constant rate outside [0, 1].
+  """
+  value = rate() if callable(rate) else rate
+  if callable(value):
+    return value
+  if isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
+    raise ValueError(f'{name} must be in [0, 1], got {value!r}')
+  return lambda step: jnp.full((), value, jnp.float32)
+
+
+class ValueAgent(base.Agent):
+  """An agent that acts epsilon-greedily on a Q network.
+
+  Owns the Q network, its `Trainer` (params, target params, optimizer state)
+  and one jitted epsilon-greedy `select(params, key, count, step, explore,
+  obs[N, ...])` for all envs. The exploration rate is a schedule of
+  `exploration_step()` (the epoch here, as Trax's). Subclasses build the
+  trainer with `_build_trainer(loss_fn, ...)` and implement `train_epoch`
+  and `compile_update`.
+  """
+
+  def __init__(
+    self,
+    task: task_lib.RLTask,
+    value_model: Callable[..., nn.Module] = models.Quality,
+    value_body: Callable[[], nn.Module] | None = None,
+    value_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+    value_lr_schedule: Callable[[], Schedule | float] = (
+      policy_agents.constant_lr
+    ),
+    max_gradient_norm: float | None = None,
+    exploration_rate: ExplorationRate = trax_exploration_rate,
+    sync_freq: int = 1000,
+    **kwargs,
+  ):
+    """Configures the Q network, its optimizer and exploration.
+
+    Args:
+      task: the RLTask; its action space must be Discrete.
+      value_model: builds the Q module as `value_model(n_actions=...)`
+        (plus `body=value_body` if given); its apply returns a QOutput.
+        `models.Quality`, `CategoricalQuality` or `QuantileQuality`.
+      value_body: optional body factory for value_model (gin: `@MLP`).
+      value_optimizer: optax factory called as `(learning_rate=...)`.
+      value_lr_schedule: zero-argument factory of a learning rate or a
+        schedule of the update number (gin: `@constant_lr`, `@multifactor`).
+      max_gradient_norm: clip gradients to this global norm (None: off).
+      exploration_rate: epsilon of the epsilon-greedy policy at temperature
+        > 0: a float, or a zero-argument factory of a schedule of
+        `exploration_step()`.
+      sync_freq: copy the params into the target network every this many
+        updates.
+      **kwargs: for `Agent` (n_interactions_per_epoch, seed, output_dir...).
+
+    Raises:
+      ValueError: the action space is not Discrete, or a bad argument.
+    """
+    self._n_actions = envs.require_discrete(
+      task.action_space, type(self).__name__
+    )
+    base._check_count('sync_freq', sync_freq, 1)
+    super().__init__(task, **kwargs)
+    module_kwargs = {'n_actions': self._n_actions}
+    if value_body is not None:
+      module_kwargs['body'] = value_body
+    self._network = networks.from_module(
+      value_model(**module_kwargs), task.example_observation()
+    )
+    self._optimizer = update.make_optimizer(
+      value_lr_schedule(), value_optimizer, max_gradient_norm
+    )
+    self._exploration = as_schedule(exploration_rate, 'exploration_rate')
+    self._sync_freq = sync_freq
+    self._select = jax.jit(self._select_action)
+    self._trainer: trainer_lib.Trainer | None = None
+
+  def _build_trainer(
+    self,
+    loss_fn: update.LossFn,
+    num_steps: int = 1,
+    batch_stream=None,
+    n_devices: int | None = None,
+  ) -> None:
+    """Builds the Trainer of the Q network for `loss_fn` (subclasses)."""
+    self._trainer = trainer_lib.Trainer(
+      self._network,
+      loss_fn,
+      self._optimizer,
+      batch_stream=batch_stream,
+      seed=self.next_key(),
+      target_update_period=self._sync_freq,
+      use_target_network=True,
+      num_steps=num_steps,
+      n_devices=n_devices,
+      name='value',
+    )
+
+  @property
+  def network(self) -> networks.Network:
+    return self._network
+
+  @property
+  def trainer(self) -> trainer_lib.Trainer:
+    return self._trainer
+
+  @property
+  def n_actions(self) -> int:
+    return self._n_actions
+
+  def exploration_step(self) -> int:
+    """What the exploration schedule is a function of: the epoch."""
+    return self._epoch
+
+  def exploration_rate(self) -> float:
+    """The current epsilon at temperature > 0."""
+    return float(self._exploration(self.exploration_step()))
+
+  def _select_action(self, params, key, count, step, explore, obs):
+    q_values = self._network.apply(params, obs).q_values
+    epsilon = jnp.where(explore, self._exploration(step), 0.0)
+    key = policies.key_for_step(key, count)
+    return policies.epsilon_greedy(q_values, key, epsilon)
+
+  def make_policy(
+    self, temperature: float, evaluation: bool
+  ) -> task_lib.BatchPolicy:
+    """Epsilon-greedy at temperature > 0, greedy at temperature 0."""
+    explore = temperature > 0
+
+    def policy(obs, first):
+      del first  # Feed-forward: no state to reset.
+      key, index = self.acting_key(evaluation)
+      action = self._select(
+        self._trainer.params, key, index, self.exploration_step(), explore, obs
+      )
+      return np.asarray(action), {}
+
+    return policy
+
+  def state_dict(self) -> dict[str, Any]:
+    return {'value': self._trainer.state_dict()}
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self._trainer.load_state_dict(state['value'])
+
+
+@dataclasses.dataclass(frozen=True)
+class NStepValueLoss:
+  """Trax DQN's loss on `[B, T]` trajectory slices, targets inside jit.
+
+  Q = network output * value_scale. The target of step t < T - margin is
+  `values[t] + advantage_estimator(...)[t]`, with values the target
+  network's max_a Q (or, with double_dqn, its Q at the online argmax): for
+  td_k(margin) the n-step return sum_{i<n} gamma**i r_{t+i} + gamma**n
+  values[t+n]. The estimator gets the batch mask, so a truncated or cut
+  trajectory bootstraps from the value of its final observation (the first
+  padding row) and a terminated one does not.
+
+  Attributes:
+    advantage_estimator: `advantages` estimator built for (gamma, margin).
+    margin: steps at the end of each slice that only serve the targets.
+    obs_ndim: rank of one observation.
+    double_dqn: pick the bootstrap action with the online network.
+    smoothl1loss: Huber (delta 1) if True, else squared error.
+    value_scale: the network predicts Q / value_scale.
+  """
+
+  advantage_estimator: advantages.Estimator
+  margin: int
+  obs_ndim: int
+  double_dqn: bool = False
+  smoothl1loss: bool = True
+  value_scale: float = 1.0
+
+  def __call__(
+    self,
+    network: networks.Network,
+    params: types.Params,
+    target_params: types.Params,
+    batch: trajectory_lib.TimeStepBatch,
+    key: types.PRNGKey,
+  ) -> tuple[jax.Array, types.LossExtra]:
+    """Masked mean loss of a `[B, T, ...]` TimeStepBatch."""
+    del key  # Deterministic networks.
+
+    def q_of(p):  # [B, T, A]
+      out = models.apply_over_time(
+        network.apply, p, batch.observation, self.obs_ndim
+      )
+      return out.q_values * self.value_scale
+
+    q = q_of(params)
+    q_target = q_of(target_params)
+    if self.double_dqn:
+      best = jnp.argmax(q, axis=-1)[..., None]
+      values = jnp.take_along_axis(q_target, best, axis=-1)[..., 0]
+    else:
+      values = jnp.max(q_target, axis=-1)
+    values = jax.lax.stop_gradient(values)  # [B, T]
+    mask = jnp.asarray(batch.mask, jnp.float32)
+    length = mask.shape[1]
+    # With the mask, the first padding row (a truncated or cut trajectory's
+    # final observation) is a bootstrap point, and a done one is not.
+    advantage = self.advantage_estimator(
+      jnp.asarray(batch.reward, jnp.float32),
+      jnp.asarray(batch.return_, jnp.float32),
+      values,
+      jnp.asarray(batch.done, jnp.float32),
+      jnp.asarray(batch.env_info.discount_mask, jnp.float32),
+      mask=mask,
+    )
+    n = length - self.margin
+    targets = jax.lax.stop_gradient(values[:, :n] + advantage)
+    actions = jnp.asarray(batch.action[:, :n], jnp.int32)[..., None]
+    q_sa = jnp.take_along_axis(q[:, :n], actions, axis=-1)[..., 0]
+    error = (q_sa - targets) / self.value_scale
+    if self.smoothl1loss:
+      per_step = optax.huber_loss(error, delta=1.0)
+    else:
+      per_step = jnp.square(error)
+    weights = mask[:, :n]
+    total = jnp.maximum(jnp.sum(weights), 1.0)
+    loss = jnp.sum(weights * per_step) / total
+    metrics = {
+      'value_mean': jnp.sum(weights * q_sa) / total,
+      'returns_mean': jnp.sum(weights * targets) / total,
+    }
+    return loss, types.LossExtra(metrics)
+
+
+class DQN(ValueAgent):
+  """Trax's DQN: n-step Q-learning on slices of the last epochs' trajectories.
+
+  Mnih et al., 2015, "Human-level control through deep reinforcement
+  learning", as Trax runs it: collection and learning alternate by epoch;
+  each epoch trains `value_train_steps_per_epoch` updates on batches of
+  `max_slice_length` slices drawn from the last `n_replay_epochs` epochs;
+  targets come from `advantage_estimator` (td_k: n-step with n = margin =
+  max_slice_length - 1) over target-network values, inside the jitted loss.
+  Unlike Trax, which also synced the target network every epoch, the target
+  network syncs every `sync_freq` updates only.
+  """
+
+  def __init__(
+    self,
+    task: task_lib.RLTask,
+    advantage_estimator: Callable[..., advantages.Estimator] = (
+      advantages.td_k
+    ),
+    max_slice_length: int = 2,
+    margin: int | None = None,
+    smoothl1loss: bool = True,
+    double_dqn: bool = False,
+    value_batch_size: int = 64,
+    value_train_steps_per_epoch: int = 500,
+    n_replay_epochs: int = 1,
+    scale_value_targets: bool = True,
+    **kwargs,
+  ):
+    """Configures DQN.
+
+    Args:
+      task: the RLTask (Discrete actions).
+      advantage_estimator: estimator factory called as `(gamma=, margin=)`,
+        e.g. `@td_k`; the margin is max_slice_length - 1.
+      max_slice_length: length of the trajectory slices; the first
+        max_slice_length - margin steps of each get a target.
+      margin: steps at the end of each slice that only serve the targets
+        (td_k's n); None: max_slice_length - 1, Trax's, one target per
+        slice. A smaller margin gives several targets per slice, so fewer
+        slices (the costly part of a batch) are needed per update.
+      smoothl1loss: Huber loss if True, else squared (Trax's L2Loss).
+      double_dqn: double Q-learning targets (van Hasselt et al., 2016).
+      value_batch_size: slices per update.
+      value_train_steps_per_epoch: updates per epoch.
+      n_replay_epochs: replay = trajectories of the last this many epochs.
+      scale_value_targets: the network predicts Q * (1 - gamma), so that its
+        outputs stay near [-1, 1] whatever the reward scale (Trax's).
+      **kwargs: for ValueAgent and Agent (value_model, value_body,
+        value_optimizer, value_lr_schedule, exploration_rate, sync_freq,
+        n_interactions_per_epoch, n_eval_episodes, seed, output_dir...).
+
+    Raises:
+      ValueError: on a bad argument or a non-Discrete action space.
+    """
+    base._check_count('max_slice_length', max_slice_length, 1)
+    margin = max_slice_length - 1 if margin is None else margin
+    base._check_count('margin', margin, 0)
+    if margin >= max_slice_length:
+      raise ValueError(
+        f'margin ({margin}) must be < max_slice_length ({max_slice_length})'
+      )
+    base._check_count('value_batch_size', value_batch_size, 1)
+    base._check_count(
+      'value_train_steps_per_epoch', value_train_steps_per_epoch, 1
+    )
+    base._check_count('n_replay_epochs', n_replay_epochs, 1)
+    super().__init__(task, **kwargs)
+    task.set_n_replay_epochs(n_replay_epochs)
+    self._max_slice_length = max_slice_length
+    self._margin = margin
+    self._batch_size = value_batch_size
+    self._train_steps = value_train_steps_per_epoch
+    gamma = task.gamma
+    scale = 1.0 / (1.0 - gamma) if scale_value_targets and gamma < 1 else 1.0
+    loss = NStepValueLoss(
+      advantage_estimator=advantage_estimator(gamma=gamma, margin=self._margin),
+      margin=self._margin,
+      obs_ndim=len(task.observation_space.shape),
+      double_dqn=double_dqn,
+      smoothl1loss=smoothl1loss,
+      value_scale=scale,
+    )
+    stream = task.trajectory_batch_stream(
+      value_batch_size,
+      epochs=[-(e + 1) for e in range(n_replay_epochs)],
+      max_slice_length=max_slice_length,
+      min_slice_length=max_slice_length,
+      margin=self._margin,
+      rng=self._rng,
+    )
+    self._build_trainer(loss, batch_stream=stream)
+
+  def compile_update(self) -> None:
+    played = self._task.collect(
+      self.random_policy(), n_trajectories=1, only_eval=True
+    )
+    self._trainer.compile(
+      task_lib.batch_from_trajectories(
+        played.trajectories,
+        self._batch_size,
+        self._max_slice_length,
+        self._margin,
+        self._task.gamma,
+        np.random.default_rng(0),
+      )
+    )
+
+  def train_epoch(self) -> dict[str, float]:
+    metrics = self._trainer.train_steps(self._train_steps)
+    metrics['exploration_rate'] = self.exploration_rate()
+    return {f'value/{k}': v for k, v in metrics.items()}
+
+  def restore(self) -> bool:
+    restored = super().restore()
+    expected = self._epoch * self._train_steps
+    if restored and self._trainer.step != expected:
+      raise checkpoint.CheckpointError(
+        f'{self._output_dir}: value trainer is at step {self._trainer.step}, '
+        f'expected epochs x value_train_steps_per_epoch = {expected}'
+      )
+    return restored
