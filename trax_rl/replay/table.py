@@ -17,55 +17,27 @@ Items are pytrees of numpy arrays or scalars with the same structure, leaf
 shapes and dtype kinds every time. Storage is one preallocated array
 [max_size, ...] per leaf, created on the first insert; item `key` lives in
 slot `key % max_size` for as long as that slot still holds it.
+
+The samplers (`Uniform`, `Prioritized`, re-exported here) live in
+`samplers`, the rate limiter in `rate_limiter`, and the item structure's
+plain-value description for state_dicts in `structure`.
 """
 
-import dataclasses
-import math
-import sys
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from trax_rl.replay import sum_tree
+from trax_rl.replay import rate_limiter, samplers, structure, sum_tree
 
 _STATE_VERSION = 1
-_LEAF = 'leaf'  # Marks a leaf in a state_dict's structure description.
+
+Uniform = samplers.Uniform
+Prioritized = samplers.Prioritized
 
 
 class RateLimitedError(RuntimeError):
   """An insert or sample that Reverb's rate limiter would have blocked."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Uniform:
-  """Samples each item in the table with probability 1 / size."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Prioritized:
-  """Samples item i with probability w_i / sum_j w_j, w = priority**exponent.
-
-  As in Reverb, a priority of exactly 0 gives weight 0 even when the exponent
-  is 0, so such items are never drawn while any item has positive weight.
-  When every weight is 0 the table samples uniformly over its items (with
-  probability 1 / size), as Reverb does, instead of failing.
-
-  Attributes:
-    priority_exponent: alpha of prioritized replay (Schaul et al., 2016),
-      >= 0; 0 makes every nonzero priority equally likely.
-  """
-
-  priority_exponent: float
-
-  def __post_init__(self):
-    if not (
-      math.isfinite(self.priority_exponent) and self.priority_exponent >= 0
-    ):
-      raise ValueError(
-        f'priority_exponent must be finite and >= 0, got '
-        f'{self.priority_exponent}.'
-      )
 
 
 class Sample(NamedTuple):
@@ -134,12 +106,8 @@ class Table:
       )
     self._max_size = int(max_size)
     self._sampler = sampler
-    self._min_size_to_sample = int(min_size_to_sample)
-    self._samples_per_insert = (
-      None if samples_per_insert is None else float(samples_per_insert)
-    )
-    self._spi, self._min_diff, self._max_diff = _limiter_bounds(
-      samples_per_insert, self._min_size_to_sample, error_buffer
+    self._limiter = rate_limiter.make(
+      int(min_size_to_sample), samples_per_insert, error_buffer
     )
     self._rng = np.random.default_rng(seed)
     self._num_inserts = 0
@@ -184,17 +152,12 @@ class Table:
   def can_insert(self, n: int = 1) -> bool:
     """Whether inserting `n` items now (all at once) is allowed."""
     _check_count(n)
-    # Below min_size_to_sample inserts are free (Reverb's stage 1).
-    if self.size + n <= self._min_size_to_sample:
-      return True
-    return self._error_after(n, 0) <= self._max_diff
+    return self._limiter.can_insert(n, self._counts())
 
   def can_sample(self, n: int = 1) -> bool:
     """Whether sampling `n` items now is allowed."""
     _check_count(n)
-    if self.size < self._min_size_to_sample:
-      return False
-    return self._error_after(0, n) >= self._min_diff
+    return self._limiter.can_sample(n, self._counts())
 
   def insert(self, item: Any, priority: float = 1.0) -> int:
     """Inserts one item and returns its key.
@@ -253,7 +216,9 @@ class Table:
       RateLimitedError: if `can_sample(n)` is False.
     """
     if not self.can_sample(n):
-      raise RateLimitedError(self._sample_blocked_message(n))
+      raise RateLimitedError(
+        self._limiter.sample_blocked_message(n, self._counts())
+      )
     n, size = int(n), self.size
     # Both branches draw exactly n doubles so the RNG stream does not depend
     # on the priorities.
@@ -287,7 +252,7 @@ class Table:
         shapes.
     """
     keys = np.asarray(keys).astype(np.int64).reshape(-1)
-    priorities = self._check_priorities(priorities, len(keys))
+    priorities = samplers.check_priorities(priorities, len(keys))
     slots = keys % self._max_size
     present = (keys >= 0) & (self._keys[slots] == keys)
     slots, priorities = slots[present], priorities[present]
@@ -312,8 +277,8 @@ class Table:
     return {
       'version': _STATE_VERSION,
       'max_size': self._max_size,
-      'sampler': _sampler_config(self._sampler),
-      'rate_limiter': self._limiter_config(),
+      'sampler': samplers.config(self._sampler),
+      'rate_limiter': self._limiter.config(),
       'num_inserts': self._num_inserts,
       'num_samples': self._num_samples,
       'keys': self._keys[:size].copy(),
@@ -323,7 +288,7 @@ class Table:
         None if self._tree is None else self._tree.get(np.arange(size))
       ),
       'structure': (
-        None if self._treedef is None else _describe(self._treedef)
+        None if self._treedef is None else structure.describe(self._treedef)
       ),
       'leaves': [store[:size].copy() for store in self._storage],
       'rng_state': self._rng.bit_generator.state,  # A fresh dict.
@@ -346,8 +311,8 @@ class Table:
       )
     ours = {
       'max_size': self._max_size,
-      'sampler': _sampler_config(self._sampler),
-      'rate_limiter': self._limiter_config(),
+      'sampler': samplers.config(self._sampler),
+      'rate_limiter': self._limiter.config(),
     }
     for name, value in ours.items():
       if state[name] != value:
@@ -364,7 +329,7 @@ class Table:
       raise ValueError(f'Table state arrays must all hold {size} items.')
     treedef = None
     if state['structure'] is not None:
-      treedef = jax.tree_util.tree_structure(_build(state['structure']))
+      treedef = structure.treedef(state['structure'])
       if treedef.num_leaves != len(state['leaves']):
         raise ValueError('Table state structure does not match its leaves.')
     # Build the new tree and generator aside, so a bad state (which raises
@@ -400,14 +365,16 @@ class Table:
         f'Every leaf needs the same leading size; got '
         f'{[len(leaf) for leaf in leaves]}.'
       )
-    priorities = self._check_priorities(priorities, n)
+    priorities = samplers.check_priorities(priorities, n)
     weights = self._weights(priorities) if self._tree is not None else None
     if n == 0:
       return np.zeros(0, np.int64)
     if self._treedef is not None:
       self._check_like_stored(leaves, treedef)
     if not self.can_insert(n):
-      raise RateLimitedError(self._insert_blocked_message(n))
+      raise RateLimitedError(
+        self._limiter.insert_blocked_message(n, self._counts())
+      )
     if self._treedef is None:
       self._allocate(treedef, leaves)
     keys = np.arange(self._num_inserts, self._num_inserts + n, dtype=np.int64)
@@ -452,62 +419,12 @@ class Table:
           f'{leaf.dtype}; the table stores {store.shape[1:]} {store.dtype}.'
         )
 
-  def _check_priorities(self, priorities, n: int) -> np.ndarray:
-    priorities = np.asarray(priorities, np.float64)
-    if priorities.ndim == 0:
-      priorities = np.full(n, priorities)
-    if priorities.shape != (n,):
-      raise ValueError(
-        f'Expected {n} priorities, got shape {priorities.shape}.'
-      )
-    if not np.all(np.isfinite(priorities) & (priorities >= 0)):
-      raise ValueError(
-        f'Priorities must be finite and >= 0, got {priorities[:8]}...'
-      )
-    return priorities
+  def _counts(self) -> rate_limiter.Counts:
+    return rate_limiter.Counts(self.size, self._num_inserts, self._num_samples)
 
   def _weights(self, priorities: np.ndarray) -> np.ndarray:
-    exponent = self._sampler.priority_exponent
-    # Reverb's convention: 0**0 is 0, so a zero priority is never drawn.
-    with np.errstate(over='ignore'):
-      weights = np.where(priorities == 0, 0.0, priorities**exponent)
-    if not np.all(np.isfinite(weights)):
-      raise ValueError('priority**priority_exponent overflows float64.')
-    return weights
-
-  def _error_after(self, inserts: int, samples: int) -> float:
-    return (
-      (self._num_inserts + inserts) * self._spi - self._num_samples - samples
-    )
-
-  def _limiter_config(self) -> dict[str, Any]:
-    return {
-      'min_size_to_sample': self._min_size_to_sample,
-      'samples_per_insert': self._samples_per_insert,
-      'min_diff': self._min_diff,
-      'max_diff': self._max_diff,
-    }
-
-  def _insert_blocked_message(self, n: int) -> str:
-    return (
-      f'insert of {n} item(s) blocked by samples_per_insert='
-      f'{self._samples_per_insert}: ({self._num_inserts} + {n}) inserts * '
-      f'{self._spi} - {self._num_samples} samples = {self._error_after(n, 0)}'
-      f' > max_diff={self._max_diff}; sample more first.'
-    )
-
-  def _sample_blocked_message(self, n: int) -> str:
-    if self.size < self._min_size_to_sample:
-      return (
-        f'sample({n}) blocked by min_size_to_sample='
-        f'{self._min_size_to_sample}: the table holds {self.size} items; '
-        f'insert more first.'
-      )
-    return (
-      f'sample({n}) blocked by samples_per_insert={self._samples_per_insert}:'
-      f' {self._num_inserts} inserts * {self._spi} - {self._num_samples} '
-      f'samples - {n} = {self._error_after(0, n)} < min_diff='
-      f'{self._min_diff}; insert more first.'
+    return samplers.priority_weights(
+      priorities, self._sampler.priority_exponent
     )
 
 
@@ -518,124 +435,3 @@ def _is_int(x) -> bool:
 def _check_count(n) -> None:
   if not _is_int(n) or n < 1:
     raise ValueError(f'n must be an integer >= 1, got {n!r}.')
-
-
-def _limiter_bounds(samples_per_insert, min_size_to_sample, error_buffer):
-  """Returns (samples_per_insert, min_diff, max_diff) of the rate limiter."""
-  if samples_per_insert is None:
-    if error_buffer is not None:
-      raise ValueError('error_buffer needs samples_per_insert to be set.')
-    return 1.0, -math.inf, math.inf  # Reverb's MinSize.
-  spi = float(samples_per_insert)
-  if not (math.isfinite(spi) and spi > 0):
-    raise ValueError(
-      f'samples_per_insert must be finite and > 0, got {samples_per_insert}.'
-    )
-  offset = spi * min_size_to_sample
-  if error_buffer is None:
-    error_buffer = max(0.1 * offset, 2.0 * max(1.0, spi))
-  if isinstance(error_buffer, tuple | list):
-    min_diff, max_diff = (float(x) for x in error_buffer)
-    if max_diff - min_diff < 2.0 * max(1.0, spi):
-      raise ValueError(
-        'error_buffer (min_diff, max_diff) must span >= 2 * max(1, '
-        f'samples_per_insert) = {2 * max(1.0, spi)}, got {error_buffer}.'
-      )
-    if min_diff > offset:
-      raise ValueError(
-        f'error_buffer min_diff {min_diff} exceeds samples_per_insert * '
-        f'min_size_to_sample = {offset}: sampling could never start.'
-      )
-    return spi, min_diff, max_diff
-  buffer = float(error_buffer)
-  if not buffer >= max(1.0, spi):
-    raise ValueError(
-      f'error_buffer must be >= max(1, samples_per_insert) = '
-      f'{max(1.0, spi)}, got {error_buffer}: a smaller buffer lets inserts '
-      f'and samples block each other forever.'
-    )
-  return spi, offset - buffer, offset + buffer
-
-
-def _sampler_config(sampler: Uniform | Prioritized) -> dict[str, Any]:
-  if isinstance(sampler, Prioritized):
-    return {
-      'name': 'prioritized',
-      'priority_exponent': float(sampler.priority_exponent),
-    }
-  return {'name': 'uniform'}
-
-
-class _Leaf:
-  """Stands for an array leaf while an item structure is walked."""
-
-
-def _describe(treedef) -> Any:
-  """Describes an item structure with plain values, for state_dict."""
-  leaves = [_Leaf() for _ in range(treedef.num_leaves)]
-  return _describe_node(jax.tree_util.tree_unflatten(treedef, leaves))
-
-
-def _describe_node(node) -> Any:
-  if isinstance(node, _Leaf):
-    return _LEAF
-  if node is None:
-    return None
-  if isinstance(node, tuple) and hasattr(type(node), '_fields'):
-    cls = type(node)
-    return {
-      'type': 'namedtuple',
-      'class': f'{cls.__module__}:{cls.__qualname__}',
-      'children': [_describe_node(child) for child in node],
-    }
-  if type(node) in (tuple, list):
-    return {
-      'type': type(node).__name__,
-      'children': [_describe_node(child) for child in node],
-    }
-  if type(node) is dict and all(isinstance(k, str | int) for k in node):
-    return {
-      'type': 'dict',
-      'keys': list(node),
-      'children': [_describe_node(child) for child in node.values()],
-    }
-  raise ValueError(
-    f'Cannot record an item node of type {type(node).__name__} in a '
-    f'state_dict; build items from dicts, lists, tuples and NamedTuples.'
-  )
-
-
-def _build(description) -> Any:
-  """Inverts `_describe`: a pytree with `_Leaf` leaves."""
-  if description == _LEAF:
-    return _Leaf()
-  if description is None:
-    return None
-  children = [_build(child) for child in description['children']]
-  kind = description['type']
-  if kind == 'tuple':
-    return tuple(children)
-  if kind == 'list':
-    return children
-  if kind == 'dict':
-    return dict(zip(description['keys'], children))
-  if kind == 'namedtuple':
-    return _namedtuple_class(description['class'])(*children)
-  raise ValueError(f'Unknown node type {kind!r} in a table state structure.')
-
-
-def _namedtuple_class(name: str) -> type:
-  """Finds a NamedTuple class among the modules already imported.
-
-  Modules are looked up, never imported, so loading a state runs no code.
-  """
-  module_name, _, qualname = name.partition(':')
-  obj = sys.modules.get(module_name)
-  for part in qualname.split('.'):
-    obj = getattr(obj, part, None)
-  if not (isinstance(obj, type) and hasattr(obj, '_fields')):
-    raise ValueError(
-      f'Table items are {name} NamedTuples: import {module_name} before '
-      f'loading the table state.'
-    )
-  return obj

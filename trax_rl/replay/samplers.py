@@ -1,0 +1,103 @@
+"""How a replay table picks its items: `Uniform` or `Prioritized` (Reverb's).
+
+The table re-exports both classes (`table.Uniform()`,
+`table.Prioritized(exponent)`); this module also gives their plain-value
+config for state_dicts, checks priorities and turns them into sampling
+weights.
+"""
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Uniform:
+  """Samples each item in the table with probability 1 / size."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Prioritized:
+  """Samples item i with probability w_i / sum_j w_j, w = priority**exponent.
+
+  As in Reverb, a priority of exactly 0 gives weight 0 even when the exponent
+  is 0, so such items are never drawn while any item has positive weight.
+  When every weight is 0 the table samples uniformly over its items (with
+  probability 1 / size), as Reverb does, instead of failing.
+
+  Attributes:
+    priority_exponent: alpha of prioritized replay (Schaul et al., 2016),
+      >= 0; 0 makes every nonzero priority equally likely.
+  """
+
+  priority_exponent: float
+
+  def __post_init__(self):
+    if not (
+      math.isfinite(self.priority_exponent) and self.priority_exponent >= 0
+    ):
+      raise ValueError(
+        f'priority_exponent must be finite and >= 0, got '
+        f'{self.priority_exponent}.'
+      )
+
+
+Sampler = Uniform | Prioritized
+
+
+def config(sampler: Sampler) -> dict[str, Any]:
+  """The sampler as plain values (a table state_dict's 'sampler')."""
+  if isinstance(sampler, Prioritized):
+    return {
+      'name': 'prioritized',
+      'priority_exponent': float(sampler.priority_exponent),
+    }
+  return {'name': 'uniform'}
+
+
+def check_priorities(priorities: Any, n: int) -> np.ndarray:
+  """Priorities as [n] float64, each finite and >= 0.
+
+  Args:
+    priorities: [n] or a scalar (given to all n items).
+    n: the number of items.
+
+  Returns:
+    [n] float64 priorities.
+
+  Raises:
+    ValueError: on a shape other than [n], or a negative, NaN or infinite
+      priority.
+  """
+  priorities = np.asarray(priorities, np.float64)
+  if priorities.ndim == 0:
+    priorities = np.full(n, priorities)
+  if priorities.shape != (n,):
+    raise ValueError(f'Expected {n} priorities, got shape {priorities.shape}.')
+  if not np.all(np.isfinite(priorities) & (priorities >= 0)):
+    raise ValueError(
+      f'Priorities must be finite and >= 0, got {priorities[:8]}...'
+    )
+  return priorities
+
+
+def priority_weights(priorities: np.ndarray, exponent: float) -> np.ndarray:
+  """Sampling weights priority**exponent, with Reverb's 0**0 = 0.
+
+  Args:
+    priorities: [K] float64 priorities, finite and >= 0.
+    exponent: the Prioritized sampler's priority_exponent.
+
+  Returns:
+    [K] weights; a zero priority has weight 0, so it is never drawn.
+
+  Raises:
+    ValueError: if a weight overflows float64.
+  """
+  with np.errstate(over='ignore'):
+    weights = np.where(priorities == 0, 0.0, priorities**exponent)
+  if not np.all(np.isfinite(weights)):
+    raise ValueError('priority**priority_exponent overflows float64.')
+  return weights
