@@ -26,7 +26,13 @@ setuptools.setup(
         'matplotlib>=3.8',
     ],
     extras_require={
-        'test': ['pytest>=8', 'pytest-xdist>=3.6', 'ruff>=0.6'],
+        # box2d: the LunarLander config is checked and run like the others.
+        'test': [
+            'pytest>=8',
+            'pytest-xdist>=3.6',
+            'ruff>=0.6',
+            'gymnasium[box2d]>=1.1,<2',
+        ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<2'],

@@ -16,10 +16,14 @@ import optax
 from etils import epath
 
 from trax_rl import advantages, envs, lr_schedules, task
-from trax_rl.agents import base, policy_agents, r2d2, replay_value, value_agents
-from trax_rl.losses import q_learning
+from trax_rl.agents import base, policy_agents
+from trax_rl.networks import models
+from trax_rl.agents import actor_critic, actor_critic_joint
+from trax_rl.agents import r2d2
 from trax_rl.losses import r2d2 as r2d2_losses
-from trax_rl.networks import models, recurrent
+from trax_rl.networks import recurrent
+from trax_rl.agents import replay_value, value_agents
+from trax_rl.losses import q_learning
 
 CONFIG_FILE = 'config.gin'
 
@@ -77,6 +81,17 @@ _register(
 )
 # R2D2: recurrent Q network, its loss and agent.
 _register(recurrent.RecurrentQuality, r2d2_losses.R2D2Loss, r2d2.R2D2)
+# Actor-critic agents, separate and joint networks.
+_register(
+  actor_critic.A2C,
+  actor_critic.PPO,
+  actor_critic.AWR,
+  actor_critic.SamplingAWR,
+  models.ActionValue,
+  actor_critic_joint.PPOJoint,
+  actor_critic_joint.A2CJoint,
+  actor_critic_joint.AWRJoint,
+)
 
 
 def write_operative_config(output_dir: str) -> None:

@@ -1,0 +1,120 @@
+"""Tests of the joint policy-and-value agents (PPOJoint, A2CJoint, AWRJoint)."""
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from trax_rl import task as task_lib
+from trax_rl.agents import actor_critic_joint as acj
+from trax_rl.networks import models
+from trax_rl.testing import fake_envs
+
+TINY = dict(
+  joint_model=functools.partial(
+    models.PolicyAndValue,
+    body=functools.partial(models.MLP, layer_widths=(16,)),
+  ),
+  batch_size=8,
+  train_steps_per_epoch=2,
+)
+
+
+def _leaves(tree):
+  return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def _counting_task(**kwargs):
+  return task_lib.RLTask(
+    lambda: fake_envs.CountingEnv(lengths=(3, 5)),
+    initial_trajectories=0,
+    gamma=0.9,
+    n_envs=2,
+    **kwargs,
+  )
+
+
+@pytest.mark.parametrize(
+  'agent_class, kwargs',
+  [
+    (acj.PPOJoint, dict(value_loss_coeff=0.5)),
+    (acj.A2CJoint, {}),
+    (
+      acj.AWRJoint,
+      dict(n_replay_epochs=3, supervised_evals_per_epoch=2, beta=0.5),
+    ),
+  ],
+)
+def test_joint_agents_train(agent_class, kwargs):
+  agent = agent_class(
+    _counting_task(), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
+  )
+  before = _leaves(agent.trainer.params)
+  agent.run(2)
+  assert agent.trainer.step == 4
+  after = _leaves(agent.trainer.params)
+  assert any(not np.allclose(a, b) for a, b in zip(before, after))
+
+
+def test_ppo_joint_on_continuous_actions_respects_bounds():
+  task = task_lib.RLTask(
+    fake_envs.ContinuousEnv, initial_trajectories=0, n_envs=2, seed=0
+  )
+  agent = acj.PPOJoint(
+    task,
+    learn_std='shared',
+    action_std=2.0,
+    n_interactions_per_epoch=10,
+    seed=0,
+    **TINY,
+  )
+  agent.run(1)
+  actions = np.concatenate(
+    [np.stack(t.actions) for ts in task.trajectories.values() for t in ts]
+  )
+  assert np.all(np.abs(actions) <= 1.0)
+  assert agent.policy_distribution.n_inputs == 2
+
+
+def test_on_policy_joint_refuses_replay():
+  with pytest.raises(ValueError, match='on-policy'):
+    acj.PPOJoint(
+      _counting_task(), n_replay_epochs=4, n_interactions_per_epoch=8
+    )
+  with pytest.raises(ValueError, match='supervised_evals_per_epoch'):
+    acj.AWRJoint(
+      _counting_task(),
+      train_steps_per_epoch=3,
+      supervised_evals_per_epoch=2,
+      n_interactions_per_epoch=8,
+    )
+
+
+def test_save_and_restore_mid_run(tmp_path):
+  def make():
+    return acj.PPOJoint(
+      _counting_task(),
+      normalize_observations=True,
+      n_interactions_per_epoch=8,
+      output_dir=str(tmp_path),
+      seed=5,
+      **TINY,
+    )
+
+  agent = make()
+  agent.run(2)
+  restored = make()
+  assert restored.restore()
+  assert restored.current_epoch == 2
+  for x, y in zip(
+    _leaves(agent.trainer.state), _leaves(restored.trainer.state)
+  ):
+    np.testing.assert_array_equal(x, y)
+  for x, y in zip(
+    agent.observation_statistics, restored.observation_statistics
+  ):
+    np.testing.assert_array_equal(x, y)
+  assert int(restored.observation_statistics.count) == 16
+  restored.run(1)
+  assert restored.current_epoch == 3 and restored.trainer.step == 6
