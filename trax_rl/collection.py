@@ -115,6 +115,7 @@ class Collector:
 
 
 def random_policy(space: gym.Space, rng: np.random.Generator) -> BatchPolicy:
+  """Uniformly random actions from `space`, seeded from `rng`."""
   space.seed(int(rng.integers(2**31 - 1)))
 
   def policy(obs, first):

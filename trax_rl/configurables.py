@@ -16,14 +16,18 @@ import optax
 from etils import epath
 
 from trax_rl import advantages, envs, lr_schedules, task
-from trax_rl.agents import base, policy_agents
-from trax_rl.networks import models
-from trax_rl.agents import actor_critic, actor_critic_joint
-from trax_rl.agents import r2d2
-from trax_rl.losses import r2d2 as r2d2_losses
-from trax_rl.networks import recurrent
-from trax_rl.agents import replay_value, value_agents
+from trax_rl.agents import (
+  actor_critic,
+  actor_critic_joint,
+  base,
+  policy_agents,
+  r2d2,
+  replay_value,
+  value_agents,
+)
 from trax_rl.losses import q_learning
+from trax_rl.losses import r2d2 as r2d2_losses
+from trax_rl.networks import models, recurrent
 
 CONFIG_FILE = 'config.gin'
 

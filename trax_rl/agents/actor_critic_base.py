@@ -210,11 +210,8 @@ class ActorCriticBase(policy_agents.PolicyAgent):
 
   def example_training_data(self) -> epoch_batch.EpochData:
     """One random-policy episode packed and padded, for `compile_update`."""
-    played = self._task.collect(
-      self.random_policy(), n_trajectories=1, only_eval=True
-    )
     data = epoch_batch.pack_trajectories(
-      played.trajectories,
+      self.random_episode(),
       self._policy_dist.n_inputs,
       self._task.example_observation(),
     )

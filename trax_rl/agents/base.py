@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, metrics
+from trax_rl import checkpoint, collection, metrics
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 
@@ -184,13 +184,27 @@ class Agent:
     """Compiles one training update on a sample batch, without training."""
     raise NotImplementedError
 
-  def random_policy(self) -> task_lib.BatchPolicy:
-    """Uniformly random actions from the task's action space."""
-    space = self._task.action_space
-    space.seed(int(self._rng.integers(2**31 - 1)))
-    return lambda obs, first: (
-      np.stack([np.asarray(space.sample()) for _ in range(len(obs))]),
-      {},
+  def random_episode(self) -> list[trajectory_lib.Trajectory]:
+    """One episode of uniformly random actions on the eval env, not stored.
+
+    Gives `compile_update` real data of the right shapes.
+    """
+    policy = collection.random_policy(self._task.action_space, self._rng)
+    return self._task.collect(
+      policy, n_trajectories=1, only_eval=True
+    ).trajectories
+
+  def example_slice_batch(
+    self, batch_size: int, max_slice_length: int | None, margin: int
+  ) -> trajectory_lib.TimeStepBatch:
+    """`[B, T, ...]` slices of one random episode, for `compile_update`."""
+    return task_lib.batch_from_trajectories(
+      self.random_episode(),
+      batch_size,
+      max_slice_length,
+      margin,
+      self._task.gamma,
+      np.random.default_rng(0),
     )
 
   def check(self) -> dict[str, Any]:

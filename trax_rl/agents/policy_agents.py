@@ -200,18 +200,8 @@ class LoopPolicyAgent(PolicyAgent):
     return self._loop.trainer.params
 
   def compile_update(self) -> None:
-    played = self._task.collect(
-      self.random_policy(), n_trajectories=1, only_eval=True
-    )
     self._loop.trainer.compile(
-      task_lib.batch_from_trajectories(
-        played.trajectories,
-        self._batch_size,
-        self._max_slice_length,
-        0,
-        self._task.gamma,
-        np.random.default_rng(0),
-      )
+      self.example_slice_batch(self._batch_size, self._max_slice_length, 0)
     )
 
   def train_epoch(self) -> dict[str, float]:

@@ -363,17 +363,9 @@ class DQN(ValueAgent):
     self._build_trainer(loss, batch_stream=stream)
 
   def compile_update(self) -> None:
-    played = self._task.collect(
-      self.random_policy(), n_trajectories=1, only_eval=True
-    )
     self._trainer.compile(
-      task_lib.batch_from_trajectories(
-        played.trajectories,
-        self._batch_size,
-        self._max_slice_length,
-        self._margin,
-        self._task.gamma,
-        np.random.default_rng(0),
+      self.example_slice_batch(
+        self._batch_size, self._max_slice_length, self._margin
       )
     )
 
