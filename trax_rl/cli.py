@@ -67,10 +67,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _train(args) -> None:
-  from trax_rl import configurables  # Heavy imports only after parsing.
-  from trax_rl.agents import base
+  from trax_rl import (
+    configurables,  # Heavy imports only after parsing.
+    validation,
+  )
 
-  base.check_output_dir(args.output_dir)
+  validation.check_output_dir(args.output_dir)
   configurables.parse(args.config_file, args.config)
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None

@@ -52,7 +52,7 @@ _register(
   models.QuantileQuality,
 )
 # Schedules, estimators, optimizers.
-_register(lr_schedules.multifactor, policy_agents.constant_lr)
+_register(lr_schedules.multifactor, lr_schedules.constant_lr)
 _register(
   advantages.monte_carlo, advantages.td_k, advantages.td_lambda, advantages.gae
 )

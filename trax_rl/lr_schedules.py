@@ -13,6 +13,7 @@ from collections import abc
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from trax_rl import types
 
@@ -130,3 +131,12 @@ def multifactor(
     return jnp.maximum(value, minimum)
 
   return schedule
+
+
+def constant_lr(value: float = 1e-3) -> optax.Schedule:
+  """A constant learning rate (the default `lr_schedule` factory).
+
+  Args:
+    value: the learning rate.
+  """
+  return optax.constant_schedule(value)

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 from etils import epath
 
-from trax_rl import batching, checkpoint, collection, envs
+from trax_rl import batching, checkpoint, collection, envs, validation
 from trax_rl import trajectory as trajectory_lib
 
 # Re-exported: they are part of RLTask's interface.
@@ -21,13 +21,6 @@ TRAJECTORY_DIR = 'trajectories'
 
 def trajectory_file(directory, epoch: int) -> epath.Path:
   return epath.Path(directory) / TRAJECTORY_DIR / f'epoch_{epoch:06d}.pkl'
-
-
-def _check_positive(name: str, value: int | None) -> None:
-  if value is not None and (
-    not isinstance(value, (int, np.integer)) or value < 1
-  ):
-    raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
 
 
 class RLTask:
@@ -65,9 +58,9 @@ class RLTask:
     """
     if not 0.0 <= gamma <= 1.0:
       raise ValueError(f'gamma must be in [0, 1], got {gamma}')
-    _check_positive('max_steps', max_steps)
-    _check_positive('n_replay_epochs', n_replay_epochs)
-    _check_positive('n_envs', n_envs)
+    validation.check_count('max_steps', max_steps, 1)
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
+    validation.check_count('n_envs', n_envs, 1)
     if isinstance(initial_trajectories, bool) or (
       isinstance(initial_trajectories, int) and initial_trajectories < 0
     ):
@@ -136,7 +129,7 @@ class RLTask:
     return self._n_replay_epochs
 
   def set_n_replay_epochs(self, n_replay_epochs: int) -> None:
-    _check_positive('n_replay_epochs', n_replay_epochs)
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     self._n_replay_epochs = n_replay_epochs
 
   def n_trajectories(self) -> int:
@@ -163,8 +156,8 @@ class RLTask:
       raise ValueError(
         'exactly one of n_trajectories and n_interactions must be given'
       )
-    _check_positive('n_trajectories', n_trajectories)
-    _check_positive('n_interactions', n_interactions)
+    validation.check_count('n_trajectories', n_trajectories, 1)
+    validation.check_count('n_interactions', n_interactions, 1)
     max_steps = max_steps or self._max_steps
     if only_eval:
       if self._eval_collector is None:
@@ -315,7 +308,7 @@ class RLTask:
       batch (at least `min_slice_length`), rounded up to a power of two when
       the slices differ in length, so that jitted consumers compile rarely.
     """
-    _check_positive('batch_size', batch_size)
+    validation.check_count('batch_size', batch_size, 1)
     rng = rng or self._rng
     stream = self.trajectory_stream(
       epochs,

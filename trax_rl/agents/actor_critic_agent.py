@@ -15,11 +15,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from trax_rl import advantages
+from trax_rl import advantages, lr_schedules, validation
 from trax_rl import task as task_lib
 from trax_rl.agents import (
   actor_critic_base,
-  base,
   critic,
   epoch_batch,
   policy_agents,
@@ -48,7 +47,7 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     task: task_lib.RLTask,
     value_model: ModelFn = models.Value,
     value_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    value_lr_schedule: ScheduleFactory = policy_agents.constant_lr,
+    value_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     value_batch_size: int = 64,
     value_train_steps_per_epoch: int = 500,
     value_evals_per_epoch: int = 1,
@@ -65,7 +64,7 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     offline: bool = False,
     policy_model: ModelFn = models.Policy,
     policy_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    policy_lr_schedule: ScheduleFactory = policy_agents.constant_lr,
+    policy_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     policy_batch_size: int = 64,
     policy_train_steps_per_epoch: int = 500,
     policy_evals_per_epoch: int = 1,
@@ -134,8 +133,8 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
       ('max_slice_length', max_slice_length),
       ('q_value_n_samples', q_value_n_samples),
     ]:
-      base._check_count(name, value, 1)
-    base._check_count('n_shared_layers', n_shared_layers, 0)
+      validation.check_count(name, value, 1)
+    validation.check_count('n_shared_layers', n_shared_layers, 0)
     if value_train_steps_per_epoch % value_evals_per_epoch:
       raise ValueError(
         f'value_train_steps_per_epoch ({value_train_steps_per_epoch}) must '

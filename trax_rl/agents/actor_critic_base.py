@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import distributions, normalization, policies
+from trax_rl import distributions, normalization, policies, validation
 from trax_rl import task as task_lib
-from trax_rl.agents import base, epoch_batch, policy_agents
+from trax_rl.agents import epoch_batch, policy_agents
 from trax_rl.networks import base as networks
 
 ModelFn = Callable[..., nn.Module]
@@ -83,7 +83,7 @@ class ActorCriticBase(policy_agents.PolicyAgent):
       ValueError: bad counts, an on-policy agent with n_replay_epochs > 1,
         or offline training on discrete actions.
     """
-    base._check_count('n_replay_epochs', n_replay_epochs, 1)
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     if self.on_policy and n_replay_epochs != 1:
       raise ValueError(
         f'{type(self).__name__} is on-policy: n_replay_epochs must be 1, '

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from trax_rl import advantages
+from trax_rl import advantages, lr_schedules, validation
 from trax_rl import task as task_lib
-from trax_rl.agents import actor_critic_base, base, epoch_batch, policy_agents
+from trax_rl.agents import actor_critic_base, epoch_batch, policy_agents
 from trax_rl.losses import actor_critic_joint as joint_losses
 from trax_rl.losses import policy_objectives, value_estimates
 from trax_rl.networks import base as networks
@@ -37,7 +37,7 @@ class ActorCriticJointAgent(actor_critic_base.ActorCriticBase):
     task: task_lib.RLTask,
     joint_model: Callable[..., Any] = models.PolicyAndValue,
     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    lr_schedule: policy_agents.ScheduleFactory = policy_agents.constant_lr,
+    lr_schedule: policy_agents.ScheduleFactory = lr_schedules.constant_lr,
     batch_size: int = 64,
     train_steps_per_epoch: int = 500,
     supervised_evals_per_epoch: int = 1,
@@ -87,7 +87,7 @@ class ActorCriticJointAgent(actor_critic_base.ActorCriticBase):
       ('supervised_eval_steps', supervised_eval_steps),
       ('max_slice_length', max_slice_length),
     ]:
-      base._check_count(name, value, 1)
+      validation.check_count(name, value, 1)
     if train_steps_per_epoch % supervised_evals_per_epoch:
       raise ValueError(
         f'train_steps_per_epoch ({train_steps_per_epoch}) must be a '

@@ -9,38 +9,12 @@ import jax
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, collection, metrics
+from trax_rl import checkpoint, collection, metrics, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 
 CHECKPOINT_FILE = 'checkpoint.pkl'
 EpochCallback = Callable[['Agent', dict[str, Any]], None]
-
-
-def check_output_dir(output_dir: str) -> epath.Path:
-  """Creates output_dir if needed; raises ValueError if it is unusable."""
-  path = epath.Path(output_dir)
-  if path.exists() and not path.is_dir():
-    raise ValueError(f'output_dir {output_dir} exists and is not a directory')
-  try:
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / '.write_probe'
-    probe.write_text('')
-    probe.unlink()
-  except OSError as e:
-    raise ValueError(
-      f'output_dir {output_dir} is not writable: {e.strerror or e}'
-    ) from None
-  return path
-
-
-def _check_count(name: str, value, minimum: int) -> None:
-  if value is not None and (
-    isinstance(value, bool)
-    or not isinstance(value, (int, np.integer))
-    or value < minimum
-  ):
-    raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
 
 
 class Agent:
@@ -86,12 +60,16 @@ class Agent:
         f'n_trajectories_per_epoch={n_trajectories_per_epoch}, '
         f'n_interactions_per_epoch={n_interactions_per_epoch}'
       )
-    _check_count('n_trajectories_per_epoch', n_trajectories_per_epoch, 1)
-    _check_count('n_interactions_per_epoch', n_interactions_per_epoch, 1)
-    _check_count('n_eval_episodes', n_eval_episodes, 0)
+    validation.check_count(
+      'n_trajectories_per_epoch', n_trajectories_per_epoch, 1
+    )
+    validation.check_count(
+      'n_interactions_per_epoch', n_interactions_per_epoch, 1
+    )
+    validation.check_count('n_eval_episodes', n_eval_episodes, 0)
     eval_steps = list(eval_steps) if eval_steps else [task.max_steps]
     for s in eval_steps:
-      _check_count('eval_steps', s, 1)
+      validation.check_count('eval_steps', s, 1)
     for t in eval_temperatures:
       if not (isinstance(t, (int, float)) and t >= 0):
         raise ValueError(f'eval_temperatures must be >= 0, got {t!r}')
@@ -103,7 +81,7 @@ class Agent:
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
     self._only_eval = only_eval
     self._output_dir = (
-      os.fspath(check_output_dir(output_dir))
+      os.fspath(validation.check_output_dir(output_dir))
       if output_dir is not None
       else None
     )
@@ -284,7 +262,7 @@ class Agent:
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
       callbacks: each called as `callback(agent, record)` after every epoch.
     """
-    _check_count('n_epochs', n_epochs, 0)
+    validation.check_count('n_epochs', n_epochs, 0)
     self.restore()
     n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     if self._output_dir is not None and self._writer is None:

@@ -9,7 +9,14 @@ import jax
 import numpy as np
 import optax
 
-from trax_rl import advantages, checkpoint, distributions, policies
+from trax_rl import (
+  advantages,
+  checkpoint,
+  distributions,
+  lr_schedules,
+  policies,
+  validation,
+)
 from trax_rl import task as task_lib
 from trax_rl.agents import base
 from trax_rl.losses import policy as policy_losses
@@ -20,11 +27,6 @@ from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
 ScheduleFactory = Callable[[], optax.Schedule | float]
-
-
-def constant_lr(value: float = 1e-3) -> optax.Schedule:
-  """A constant learning rate (the default `lr_schedule` factory)."""
-  return optax.constant_schedule(value)
 
 
 class PolicyAgent(base.Agent):
@@ -98,7 +100,7 @@ class LoopPolicyAgent(PolicyAgent):
     advantage_normalization: bool = True,
     advantage_normalization_epsilon: float = 1e-5,
     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    lr_schedule: ScheduleFactory = constant_lr,
+    lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     max_gradient_norm: float | None = None,
     batch_size: int = 64,
     network_eval_at: Callable[[int], bool] | None = None,
@@ -132,10 +134,12 @@ class LoopPolicyAgent(PolicyAgent):
         batching (ExpertIteration filters it).
       **kwargs: for `Agent` (n_trajectories_per_epoch, output_dir, seed ...).
     """
-    base._check_count('batch_size', batch_size, 1)
-    base._check_count('n_train_steps_per_epoch', n_train_steps_per_epoch, 1)
-    base._check_count('n_replay_epochs', n_replay_epochs, 1)
-    base._check_count('max_slice_length', max_slice_length, 1)
+    validation.check_count('batch_size', batch_size, 1)
+    validation.check_count(
+      'n_train_steps_per_epoch', n_train_steps_per_epoch, 1
+    )
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
+    validation.check_count('max_slice_length', max_slice_length, 1)
     super().__init__(task, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
     self._n_train_steps_per_epoch = n_train_steps_per_epoch
@@ -334,7 +338,7 @@ class ExpertIteration(LoopPolicyAgent):
     """
     if not 0.0 <= quantile < 1.0:
       raise ValueError(f'quantile must be in [0, 1), got {quantile}')
-    base._check_count('filter_buffer_size', filter_buffer_size, 1)
+    validation.check_count('filter_buffer_size', filter_buffer_size, 1)
     self._expert_policy_fn = expert_policy_fn
     filter_fn = functools.partial(
       quantile_filter,

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import optax
 
-from trax_rl import envs, policies, sequence_adder, types
+from trax_rl import envs, policies, sequence_adder, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import base
@@ -105,7 +105,7 @@ class R2D2(base.Agent):
       ('max_replay_size', max_replay_size, 1),
       ('target_update_period', target_update_period, 1),
     ):
-      base._check_count(name, value, low)
+      validation.check_count(name, value, low)
     if min_replay_size > max_replay_size:
       raise ValueError(
         f'min_replay_size ({min_replay_size}) must be <= max_replay_size '

@@ -8,9 +8,9 @@ import jax
 import numpy as np
 import optax
 
-from trax_rl import adders, types
+from trax_rl import adders, types, validation
 from trax_rl import task as task_lib
-from trax_rl.agents import base, value_agents
+from trax_rl.agents import value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
 from trax_rl.replay import table as table_lib
@@ -32,7 +32,7 @@ def linear_epsilon(
   for name, value in (('initial', initial), ('final', final)):
     if not 0.0 <= value <= 1.0:
       raise ValueError(f'linear_epsilon {name} must be in [0, 1], got {value}')
-  base._check_count('decay_steps', decay_steps, 1)
+  validation.check_count('decay_steps', decay_steps, 1)
   return optax.linear_schedule(initial, final, decay_steps)
 
 
@@ -110,7 +110,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
       ('max_replay_size', max_replay_size, 1),
       ('num_sgd_steps_per_step', num_sgd_steps_per_step, 1),
     ):
-      base._check_count(name, value, minimum)
+      validation.check_count(name, value, minimum)
     if min_replay_size > max_replay_size:
       raise ValueError(
         f'min_replay_size ({min_replay_size}) must not exceed '

@@ -10,10 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from trax_rl import advantages, checkpoint, envs, lr_schedules, policies, types
+from trax_rl import (
+  advantages,
+  checkpoint,
+  envs,
+  lr_schedules,
+  policies,
+  types,
+  validation,
+)
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import base, policy_agents
+from trax_rl.agents import base
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
 from trax_rl.supervised import trainer as trainer_lib
@@ -67,7 +75,7 @@ class ValueAgent(base.Agent):
     value_body: Callable[[], nn.Module] | None = None,
     value_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     value_lr_schedule: Callable[[], Schedule | float] = (
-      policy_agents.constant_lr
+      lr_schedules.constant_lr
     ),
     max_gradient_norm: float | None = None,
     exploration_rate: ExplorationRate = trax_exploration_rate,
@@ -99,7 +107,7 @@ class ValueAgent(base.Agent):
     self._n_actions = envs.require_discrete(
       task.action_space, type(self).__name__
     )
-    base._check_count('sync_freq', sync_freq, 1)
+    validation.check_count('sync_freq', sync_freq, 1)
     super().__init__(task, **kwargs)
     module_kwargs = {'n_actions': self._n_actions}
     if value_body is not None:
@@ -324,18 +332,18 @@ class DQN(ValueAgent):
     Raises:
       ValueError: on a bad argument or a non-Discrete action space.
     """
-    base._check_count('max_slice_length', max_slice_length, 1)
+    validation.check_count('max_slice_length', max_slice_length, 1)
     margin = max_slice_length - 1 if margin is None else margin
-    base._check_count('margin', margin, 0)
+    validation.check_count('margin', margin, 0)
     if margin >= max_slice_length:
       raise ValueError(
         f'margin ({margin}) must be < max_slice_length ({max_slice_length})'
       )
-    base._check_count('value_batch_size', value_batch_size, 1)
-    base._check_count(
+    validation.check_count('value_batch_size', value_batch_size, 1)
+    validation.check_count(
       'value_train_steps_per_epoch', value_train_steps_per_epoch, 1
     )
-    base._check_count('n_replay_epochs', n_replay_epochs, 1)
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     super().__init__(task, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
     self._max_slice_length = max_slice_length

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from trax_rl import validation
 from trax_rl.replay import rate_limiter, samplers, structure, sum_tree
 
 _STATE_VERSION = 1
@@ -89,7 +90,7 @@ class Table:
     Raises:
       ValueError: naming the invalid argument.
     """
-    if not _is_int(max_size) or max_size < 1:
+    if not validation.is_int(max_size) or max_size < 1:
       raise ValueError(f'max_size must be an integer >= 1, got {max_size!r}.')
     sampler = Uniform() if sampler is None else sampler
     if not isinstance(sampler, Uniform | Prioritized):
@@ -97,7 +98,7 @@ class Table:
         f'sampler must be table.Uniform() or table.Prioritized(exponent), '
         f'got {sampler!r}.'
       )
-    if not _is_int(min_size_to_sample) or not (
+    if not validation.is_int(min_size_to_sample) or not (
       1 <= min_size_to_sample <= max_size
     ):
       raise ValueError(
@@ -151,12 +152,12 @@ class Table:
 
   def can_insert(self, n: int = 1) -> bool:
     """Whether inserting `n` items now (all at once) is allowed."""
-    _check_count(n)
+    validation.check_count('n', n, 1)
     return self._limiter.can_insert(n, self._counts())
 
   def can_sample(self, n: int = 1) -> bool:
     """Whether sampling `n` items now is allowed."""
-    _check_count(n)
+    validation.check_count('n', n, 1)
     return self._limiter.can_sample(n, self._counts())
 
   def insert(self, item: Any, priority: float = 1.0) -> int:
@@ -426,12 +427,3 @@ class Table:
     return samplers.priority_weights(
       priorities, self._sampler.priority_exponent
     )
-
-
-def _is_int(x) -> bool:
-  return isinstance(x, int | np.integer) and not isinstance(x, bool)
-
-
-def _check_count(n) -> None:
-  if not _is_int(n) or n < 1:
-    raise ValueError(f'n must be an integer >= 1, got {n!r}.')

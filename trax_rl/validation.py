@@ -1,0 +1,70 @@
+"""Argument checks shared by every layer: one line that names the culprit.
+
+Each check raises `ValueError` with a message of the form
+`<name> must be <requirement>, got <value>`, which the command line prints
+as its one-line error.
+"""
+
+import math
+from typing import Any
+
+import numpy as np
+from etils import epath
+
+
+def is_int(value: Any) -> bool:
+  """True for Python and numpy integers; False for bools."""
+  return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def check_count(name: str, value: Any, minimum: int) -> None:
+  """Raises ValueError unless value is None or an integer >= minimum."""
+  if value is not None and (not is_int(value) or value < minimum):
+    raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+
+
+def check_positive(name: str, value: Any) -> None:
+  """Raises ValueError unless value is a finite number > 0."""
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, int | float | np.number)
+    or not 0 < value < math.inf
+  ):
+    raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
+
+
+def check_unit(name: str, value: Any) -> None:
+  """Raises ValueError unless value is a number in [0, 1]."""
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, int | float | np.number)
+    or not 0 <= value <= 1
+  ):
+    raise ValueError(f'{name} must be in [0, 1], got {value!r}')
+
+
+def check_output_dir(output_dir: str) -> epath.Path:
+  """Creates output_dir if needed and checks that it can be written.
+
+  Args:
+    output_dir: a local path or a `gs://` URL.
+
+  Returns:
+    The directory as an `epath.Path`.
+
+  Raises:
+    ValueError: it exists and is not a directory, or cannot be written.
+  """
+  path = epath.Path(output_dir)
+  if path.exists() and not path.is_dir():
+    raise ValueError(f'output_dir {output_dir} exists and is not a directory')
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / '.write_probe'
+    probe.write_text('')
+    probe.unlink()
+  except OSError as e:
+    raise ValueError(
+      f'output_dir {output_dir} is not writable: {e.strerror or e}'
+    ) from None
+  return path
