@@ -18,7 +18,10 @@ setuptools.setup(
         'rlax>=0.1.9',
         'chex>=0.1.90',
         'gin-config>=0.5',
-        'gymnasium[classic-control]>=1.1,<2',
+        'gymnasium[classic-control]>=1.1,<1.4',
+        # JAX-native envs for the device path; gymnax 1.x keeps terminated and
+        # truncated apart (and pins gymnasium < 1.4).
+        'gymnax>=1.0.1',
         'numpy>=2.0',
         'etils[epath]>=1.10',
         'tensorboardX>=2.6',
@@ -31,11 +34,11 @@ setuptools.setup(
             'pytest>=8',
             'pytest-xdist>=3.6',
             'ruff>=0.6',
-            'gymnasium[box2d]>=1.1,<2',
+            'gymnasium[box2d]>=1.1,<1.4',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
-        'box2d': ['gymnasium[box2d]>=1.1,<2'],
+        'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
     },
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},
 )
