@@ -8,7 +8,9 @@ crafted pickle cannot run code.
 
 Every file starts with a format marker and version. Writes go to a temporary
 file in the same directory and are renamed over the target, so a run killed
-at any moment leaves either the old or the new file, never half of one.
+at any moment leaves either the old or the new file, never half of one; a
+write that fails (disk full, permission lost, a remote error) removes its
+temporary file and leaves the old file as it was.
 """
 
 import io
@@ -103,13 +105,40 @@ def loads(raw: bytes, name: str = '<bytes>') -> Any:
     raise CheckpointError(f'checkpoint {name} is corrupt ({e})') from None
 
 
-def save(path: str | os.PathLike, tree: Any) -> None:
-  """Writes `tree` to `path` atomically (temp file, then rename)."""
+def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
+  """Writes `data` to `path` through a temporary file and a rename.
+
+  Args:
+    path: the file to write (local or `gs://`); its folder is created.
+    data: bytes, or text written as UTF-8.
+
+  Raises:
+    OSError: the write or the rename failed. The temporary file is removed
+      first, and `path` keeps its earlier content.
+  """
   path = epath.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
+  raw = data.encode() if isinstance(data, str) else data
   tmp = path.parent / f'.{path.name}.tmp-{uuid.uuid4().hex}'
-  tmp.write_bytes(dumps(tree))
-  tmp.replace(path)  # Atomic on POSIX file systems; replaces the old file.
+  try:
+    tmp.write_bytes(raw)
+    tmp.replace(path)  # Atomic on POSIX file systems; replaces the old file.
+  except BaseException:
+    _remove_quietly(tmp)
+    raise
+
+
+def _remove_quietly(path: epath.Path) -> None:
+  """Deletes a temporary file; a failure here must not hide the first one."""
+  try:
+    path.unlink(missing_ok=True)
+  except OSError:
+    pass
+
+
+def save(path: str | os.PathLike, tree: Any) -> None:
+  """Writes `tree` to `path` atomically (see `write_atomic`)."""
+  write_atomic(path, dumps(tree))
 
 
 def load(path: str | os.PathLike) -> Any:

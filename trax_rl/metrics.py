@@ -8,6 +8,8 @@ from typing import Any
 
 from etils import epath
 
+from trax_rl import checkpoint
+
 METRICS_FILE = 'metrics.jsonl'
 
 
@@ -65,9 +67,7 @@ class MetricsWriter:
           kept.append(line)
       except json.JSONDecodeError:
         continue  # A line cut by a crash.
-    tmp = self._dir / f'.{METRICS_FILE}.tmp'
-    tmp.write_text(''.join(k + '\n' for k in kept))
-    tmp.replace(self.path)
+    checkpoint.write_atomic(self.path, ''.join(k + '\n' for k in kept))
 
   def close(self) -> None:
     if self._tb is not None:
