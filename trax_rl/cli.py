@@ -2,12 +2,14 @@
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 EXIT_BAD_INPUT = 2
+EXIT_NONFINITE = 3  # A NaN or inf stopped training (train_rl.on_nonfinite).
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,12 +68,35 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
+class _WarningLines(logging.Handler):
+  """Prints the library's warnings as `trax-rl: warning: ...` lines.
+
+  Writes to the current `sys.stderr` at each record (not the one of when it
+  was made), so a caller that swaps stderr still sees them.
+  """
+
+  def __init__(self):
+    super().__init__(logging.WARNING)
+    self.setFormatter(logging.Formatter('trax-rl: warning: %(message)s'))
+
+  def emit(self, record: logging.LogRecord) -> None:
+    print(self.format(record), file=sys.stderr)
+
+
+def _show_warnings() -> None:
+  logger = logging.getLogger('trax_rl')
+  if not any(isinstance(h, _WarningLines) for h in logger.handlers):
+    logger.addHandler(_WarningLines())
+    logger.propagate = False
+
+
 def _train(args) -> None:
   from trax_rl import (
     configurables,  # Heavy imports only after parsing.
     validation,
   )
 
+  _show_warnings()
   validation.check_output_dir(args.output_dir)
   configurables.parse(args.config_file, args.config)
   n_epochs = configurables.query('train_rl.n_epochs', 10)
@@ -201,6 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   commands = {'train': _train, 'eval': _eval, 'plot': _plot, 'check': _check}
   try:
     commands[args.command](args)
+  except RuntimeError as e:
+    from trax_rl.agents import base  # Loaded already: the error came from it.
+
+    if args.debug or not isinstance(e, base.NonFiniteError):
+      raise
+    from trax_rl import configurables
+
+    print(f'trax-rl: error: {configurables.first_line(e)}', file=sys.stderr)
+    return EXIT_NONFINITE
   except KeyboardInterrupt:
     print(
       'trax-rl: interrupted; the last completed epoch is saved', file=sys.stderr

@@ -33,11 +33,23 @@ class Collector:
     self.first = np.ones(self.n, bool)
     self.ep_return = np.zeros(self.n)
     self.ep_len = np.zeros(self.n, np.int64)
+    # Observations with a NaN or inf seen so far (float spaces only).
+    self.check_finite = np.issubdtype(
+      vector_env.single_observation_space.dtype or np.uint8, np.floating
+    )
+    self.n_nonfinite = 0
+
+  def _count_nonfinite(self, obs: np.ndarray) -> None:
+    """Counts the rows of `obs` [N, ...] that hold a NaN or an inf."""
+    if self.check_finite and not np.isfinite(obs).all():
+      finite = np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+      self.n_nonfinite += int((~finite).sum())
 
   def reset(self, rng: np.random.Generator) -> None:
     seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=self.n)]
     self.obs, _ = self.env.reset(seed=seeds)
     self.obs = np.array(self.obs)
+    self._count_nonfinite(self.obs)
     self.trajs = [trajectory_lib.Trajectory(o) for o in self.obs]
     self.first = np.ones(self.n, bool)
     self.ep_return[:] = 0
@@ -70,6 +82,7 @@ class Collector:
       action = np.asarray(action)
       next_obs, reward, term, trunc, _ = self.env.step(action)
       next_obs = np.array(next_obs)
+      self._count_nonfinite(next_obs)
       self.ep_len += 1
       if max_steps is not None:
         trunc = trunc | (self.ep_len >= max_steps)
@@ -99,6 +112,7 @@ class Collector:
         # observations in next_obs.
         next_obs = next_obs.copy()
         next_obs[done] = np.asarray(reset_obs)[done]
+        self._count_nonfinite(next_obs[done])
         for i in np.flatnonzero(done):
           self.trajs[i] = trajectory_lib.Trajectory(next_obs[i])
         self.ep_return[done] = 0

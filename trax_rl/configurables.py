@@ -15,7 +15,7 @@ import gymnasium.wrappers
 import optax
 from etils import epath
 
-from trax_rl import advantages, envs, lr_schedules, task
+from trax_rl import advantages, checkpoint, envs, lr_schedules, task
 from trax_rl.agents import (
   actor_critic,
   actor_critic_joint,
@@ -100,10 +100,9 @@ _register(
 
 def write_operative_config(output_dir: str) -> None:
   """Writes the operative gin config to output_dir/config.gin atomically."""
-  path = epath.Path(output_dir) / CONFIG_FILE
-  tmp = path.parent / f'.{CONFIG_FILE}.tmp'
-  tmp.write_text(gin.operative_config_str())
-  tmp.replace(path)
+  checkpoint.write_atomic(
+    epath.Path(output_dir) / CONFIG_FILE, gin.operative_config_str()
+  )
 
 
 def parse(
@@ -141,6 +140,7 @@ def train_rl(
   n_epochs: int = 10,
   callbacks: Sequence[base.EpochCallback] = (),
   build_only: bool = False,
+  on_nonfinite: str = 'stop',
 ) -> base.Agent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -153,6 +153,10 @@ def train_rl(
     n_epochs: total epochs.
     callbacks: called as `callback(agent, record)` after every epoch.
     build_only: only build the task and agent (for `check` and `eval`).
+    on_nonfinite: 'stop' (default): a NaN or inf in a loss, gradient,
+      parameter or observation ends the run with NonFiniteError and the
+      last finite checkpoint kept; 'warn': log it and train on; 'off': no
+      checks (see `Agent.run`).
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -195,6 +199,7 @@ def train_rl(
       n_epochs,
       n_epochs_is_total_epochs=True,
       callbacks=[save_config, *callbacks],
+      on_nonfinite=on_nonfinite,
     )
   finally:
     agent.close()

@@ -138,6 +138,16 @@ class RLTask:
   def n_interactions(self) -> int:
     return self._n_interactions
 
+  def n_nonfinite_observations(self) -> int:
+    """Collected observations (rows) holding a NaN or an inf, so far."""
+    return self._collector.n_nonfinite
+
+  def set_check_finite(self, check: bool) -> None:
+    """Whether collection counts non-finite observations (float spaces)."""
+    self._collector.check_finite = bool(check) and np.issubdtype(
+      self.observation_space.dtype or np.uint8, np.floating
+    )
+
   def example_observation(self) -> np.ndarray:
     """One observation of the observation space (for network shapes)."""
     return np.zeros(self.observation_space.shape, self.observation_space.dtype)

@@ -1,5 +1,6 @@
 """Agent: the RL lifecycle (collect, evaluate, train, save) as Trax's."""
 
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -12,9 +13,20 @@ from etils import epath
 from trax_rl import checkpoint, collection, metrics, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
+from trax_rl.supervised import loop as loop_lib
+from trax_rl.supervised import trainer as trainer_lib
 
 CHECKPOINT_FILE = 'checkpoint.pkl'
 EpochCallback = Callable[['Agent', dict[str, Any]], None]
+# What a run does when a loss, gradient, parameter or observation turns
+# NaN or inf: stop before saving (the default), warn and train on, or not
+# check at all.
+NONFINITE_POLICIES = ('stop', 'warn', 'off')
+_LOG = logging.getLogger(__name__)
+
+
+class NonFiniteError(RuntimeError):
+  """A run stopped on a NaN or inf; the checkpoint on disk is the last finite."""
 
 
 class Agent:
@@ -222,6 +234,20 @@ class Agent:
     action, info = self.make_policy(temperature, evaluation=True)(obs, first)
     return np.asarray(action)[0], {k: np.asarray(v)[0] for k, v in info.items()}
 
+  def trainers(self) -> dict[str, trainer_lib.Trainer]:
+    """The Trainers this agent trains, by name; the NaN guard reads them.
+
+    Found among the agent's attributes (a Trainer, or a Loop's); an agent
+    that keeps trainers elsewhere overrides this.
+    """
+    found = {}
+    for value in vars(self).values():
+      if isinstance(value, loop_lib.Loop):
+        value = value.trainer
+      if isinstance(value, trainer_lib.Trainer):
+        found[value.name] = value
+    return found
+
   # Lifecycle.
   def _collect(self) -> float:
     return self._task.collect_trajectories(
@@ -254,6 +280,7 @@ class Agent:
     n_epochs: int = 1,
     n_epochs_is_total_epochs: bool = False,
     callbacks: Sequence[EpochCallback] = (),
+    on_nonfinite: str = 'stop',
   ) -> None:
     """Runs n epochs of collect -> evaluate -> train -> save.
 
@@ -261,39 +288,86 @@ class Agent:
       n_epochs: epochs to run.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
       callbacks: each called as `callback(agent, record)` after every epoch.
+      on_nonfinite: when a loss, gradient norm, the parameters (checked in
+        every update) or a collected observation is NaN or inf: 'stop'
+        raises NonFiniteError before the epoch is saved, so the checkpoint
+        on disk stays the last finite one; 'warn' logs one line per epoch
+        and trains on; 'off' does not check.
+
+    Raises:
+      NonFiniteError: a non-finite value, with on_nonfinite='stop'.
     """
     validation.check_count('n_epochs', n_epochs, 0)
+    if on_nonfinite not in NONFINITE_POLICIES:
+      raise ValueError(
+        f'on_nonfinite must be one of {NONFINITE_POLICIES}, got '
+        f'{on_nonfinite!r}'
+      )
     self.restore()
+    for trainer in self.trainers().values():
+      trainer.set_check_finite(on_nonfinite != 'off')
+    self._task.set_check_finite(on_nonfinite != 'off')
     n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     if self._output_dir is not None and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
     for _ in range(max(n_to_run, 0)):
-      self._epoch += 1
-      start = time.perf_counter()
-      interactions_before = self._task.n_interactions()
-      avg_return = self._collect()
-      self._avg_returns.append(avg_return)
-      collect_s = time.perf_counter() - start
-      new_interactions = self._task.n_interactions() - interactions_before
-      record = {
-        'avg_return': avg_return,
-        'n_interactions': self._task.n_interactions(),
-        'n_trajectories': self._task.n_trajectories(),
-        'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
-        'collect_s': collect_s,
-      }
-      if self._n_eval_episodes and not self._only_eval:
-        record.update(self.evaluate())
-      if not self._only_eval:
-        start = time.perf_counter()
-        record.update(self.train_epoch())
-        record['train_s'] = time.perf_counter() - start
+      record = self._run_epoch(on_nonfinite)
       if self._writer is not None:
         self._writer.write('epoch', self._epoch, record)
       if self._output_dir is not None:
         self.save()
       for callback in callbacks:
         callback(self, record)
+
+  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
+    """Collects, evaluates and trains one epoch; returns its record."""
+    self._epoch += 1
+    start = time.perf_counter()
+    interactions_before = self._task.n_interactions()
+    nonfinite_before = self._task.n_nonfinite_observations()
+    avg_return = self._collect()
+    self._avg_returns.append(avg_return)
+    collect_s = time.perf_counter() - start
+    new_interactions = self._task.n_interactions() - interactions_before
+    record = {
+      'avg_return': avg_return,
+      'n_interactions': self._task.n_interactions(),
+      'n_trajectories': self._task.n_trajectories(),
+      'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
+      'collect_s': collect_s,
+    }
+    if self._task.n_nonfinite_observations() > nonfinite_before:
+      self._on_nonfinite(on_nonfinite, 'observation', None)
+    if self._n_eval_episodes and not self._only_eval:
+      record.update(self.evaluate())
+    if not self._only_eval:
+      start = time.perf_counter()
+      record.update(self.train_epoch())
+      record['train_s'] = time.perf_counter() - start
+      for name, trainer in self.trainers().items():
+        found = trainer.nonfinite()  # One read per trainer and epoch.
+        if found is not None:
+          self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
+          trainer.clear_nonfinite()
+    return record
+
+  def _on_nonfinite(self, policy: str, what: str, step: int | None) -> None:
+    """Stops (raises) or warns about a non-finite `what`."""
+    if step is None:  # An observation: say where training stood.
+      step = max((t.step for t in self.trainers().values()), default=0)
+    message = f'non-finite {what} at epoch {self._epoch}, update step {step}'
+    if policy == 'warn':
+      _LOG.warning('%s; training on (on_nonfinite=warn)', message)
+      return
+    saved = self._epoch - 1
+    kept = (
+      f'{CHECKPOINT_FILE} keeps epoch {saved}'
+      if self._output_dir is not None and saved
+      else 'no epoch saved'
+    )
+    raise NonFiniteError(
+      f"{message}; {kept} (on_nonfinite='warn' trains on anyway)"
+    )
 
   # Checkpoints.
   def _checkpoint_path(self) -> epath.Path:

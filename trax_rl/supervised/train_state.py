@@ -9,7 +9,9 @@ class TrainState(NamedTuple):
   """Everything a jitted update reads and writes.
 
   `key` is a raw uint32 PRNG key (`jax.random.PRNGKey`), so the state is a
-  pytree of plain arrays and can be checkpointed as is.
+  pytree of plain arrays and can be checkpointed as is. `health` is an
+  `update.Health` where the update checks for non-finite values, `()` where
+  it does not; it is run-time bookkeeping, not part of a checkpoint.
   """
 
   params: Any
@@ -17,3 +19,4 @@ class TrainState(NamedTuple):
   opt_state: Any
   step: jax.Array  # int32 scalar: updates applied so far.
   key: jax.Array  # [2] uint32.
+  health: Any = ()  # update.Health, or () when not checked.

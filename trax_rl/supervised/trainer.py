@@ -19,6 +19,11 @@ class Trainer:
 
   The update is jitted once, here. `state_dict`/`load_state_dict` round-trip
   params, target params, optimizer state, step and PRNG key exactly.
+
+  The state carries an `update.Health` (unless `set_check_finite(False)`):
+  every update checks its loss, gradients and new parameters inside the
+  compiled step and the first non-finite one stays recorded on the device;
+  `nonfinite()` reads it with one transfer.
   """
 
   def __init__(
@@ -64,6 +69,7 @@ class Trainer:
       opt_state=optimizer.init(params),
       step=np.asarray(0, np.int32),
       key=state_key,
+      health=update_lib.healthy(),
     )
     update = update_lib.make_update_fn(
       network, loss_fn, optimizer, target_update_period, num_steps
@@ -83,6 +89,43 @@ class Trainer:
   @property
   def network(self) -> base.Network:
     return self._network
+
+  @property
+  def name(self) -> str:
+    return self._name
+
+  @property
+  def check_finite(self) -> bool:
+    """Whether updates record non-finite values (see `nonfinite`)."""
+    return isinstance(self._state.health, update_lib.Health)
+
+  def set_check_finite(self, check: bool) -> None:
+    """Turns the non-finite guard on (the default) or off.
+
+    Off, the state carries no Health and the compiled update has no checks
+    (the next update compiles again, once).
+    """
+    if check != self.check_finite:
+      health = update_lib.healthy() if check else ()
+      self._place(self._state._replace(health=health))
+
+  def nonfinite(self) -> tuple[int, str] | None:
+    """The first update with a non-finite value since the last clear.
+
+    One device-to-host read of two scalars: call it once per epoch.
+
+    Returns:
+      None if every checked update was finite (or the guard is off), else
+      (update step, what), with what one of `update.NONFINITE_NAMES`.
+    """
+    if not self.check_finite:
+      return None
+    return update_lib.describe(jax.device_get(self._state.health))
+
+  def clear_nonfinite(self) -> None:
+    """Forgets a recorded non-finite update (to train on anyway)."""
+    if self.check_finite:
+      self._place(self._state._replace(health=update_lib.healthy()))
 
   @property
   def n_devices(self) -> int:
@@ -156,10 +199,13 @@ class Trainer:
     return {k: float(v) for k, v in means.items()}
 
   def state_dict(self) -> dict[str, Any]:
-    return {'leaves': [np.asarray(x) for x in jax.tree.leaves(self._state)]}
+    """The state's arrays; the Health is run-time bookkeeping, left out."""
+    saved = self._state._replace(health=())
+    return {'leaves': [np.asarray(x) for x in jax.tree.leaves(saved)]}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     restored = checkpoint.unflatten_like(
-      self._state, state['leaves'], self._name
+      self._state._replace(health=()), state['leaves'], self._name
     )
-    self._place(restored)
+    health = update_lib.healthy() if self.check_finite else ()
+    self._place(restored._replace(health=health))

@@ -2,10 +2,11 @@
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from trax_rl import types
@@ -20,6 +21,59 @@ UpdateFn = Callable[
 ]
 
 
+# What the guard checks in every update, in this order.
+NONFINITE_NAMES = ('loss', 'gradients', 'parameters')
+
+
+class Health(NamedTuple):
+  """The first update that produced a non-finite value, if any.
+
+  Carried in `TrainState.health` through the update, so the check costs a
+  few reductions inside the compiled step and no host sync; the host reads
+  it when it chooses (once per epoch).
+  """
+
+  step: jax.Array  # int32 scalar: the 1-based update number, 0 if none.
+  what: jax.Array  # int32 scalar: 1 + index into NONFINITE_NAMES, 0 if none.
+
+
+def healthy() -> Health:
+  """A Health that has seen no non-finite value."""
+  return Health(np.zeros((), np.int32), np.zeros((), np.int32))
+
+
+def describe(health: Health) -> tuple[int, str] | None:
+  """(update step, what) of a host copy of `health`; None if all finite."""
+  what = int(health.what)
+  return None if what == 0 else (int(health.step), NONFINITE_NAMES[what - 1])
+
+
+def _all_finite(tree: Any) -> jax.Array:
+  leaves = [
+    jnp.all(jnp.isfinite(x))
+    for x in jax.tree.leaves(tree)
+    if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+  ]
+  return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def nonfinite_code(loss: jax.Array, grads: Any, params: Any) -> jax.Array:
+  """0 if all finite, else 1 + the index of the first non-finite check."""
+  checks = (_all_finite(loss), _all_finite(grads), _all_finite(params))
+  code = jnp.zeros((), jnp.int32)
+  for i in reversed(range(len(checks))):
+    code = jnp.where(checks[i], code, i + 1)
+  return code
+
+
+def _record(health: Health, step: jax.Array, code: jax.Array) -> Health:
+  first = (health.what == 0) & (code > 0)
+  return Health(
+    jnp.where(first, step, health.step).astype(jnp.int32),
+    jnp.where(first, code, health.what).astype(jnp.int32),
+  )
+
+
 def make_update_fn(
   network: base.Network,
   loss_fn: LossFn,
@@ -29,6 +83,12 @@ def make_update_fn(
   axis_name: str | None = None,
 ) -> UpdateFn:
   """Returns pure `update(state, batch) -> (state, LossExtra)`.
+
+  When `state.health` is a `Health` (not `()`), every step also checks its
+  loss, its gradients and the parameters it produced, and the first step
+  with a non-finite value is recorded there (later ones leave it as it is).
+  The check is a few reductions inside the compiled step; the update itself
+  is the same either way, and what to do is the caller's choice.
 
   Args:
     network: the network the loss is applied to.
@@ -66,8 +126,12 @@ def make_update_fn(
       target_params = optax.periodic_update(
         params, target_params, step, target_update_period
       )
+    health = state.health
+    if isinstance(health, Health):  # Decided when tracing: no branch.
+      code = nonfinite_code(metrics['loss'], grads, params)
+      health = _record(health, step, code)
     new_state = train_state_lib.TrainState(
-      params, target_params, opt_state, step, key
+      params, target_params, opt_state, step, key, health
     )
     return new_state, types.LossExtra(metrics, extra.priorities)
 

@@ -60,3 +60,32 @@ class ContinuousEnv(gym.Env):
     reward = -float(abs(np.asarray(action).reshape(-1)[0] - 0.5))
     obs = np.full(3, self._t / 5.0, np.float32)
     return obs, reward, self._t >= 5, False, {}
+
+
+class NonFiniteEnv(CountingEnv):
+  """CountingEnv whose rewards or observations turn NaN from an episode on.
+
+  Episodes are counted from the first reset, as CountingEnv's: with one env
+  collecting one episode per epoch, episode i is epoch i + 1's.
+  """
+
+  def __init__(
+    self,
+    nan_reward_from_episode: int | None = None,
+    nan_observation_from_episode: int | None = None,
+    lengths=(5,),
+  ):
+    super().__init__(lengths=lengths)
+    self._nan_reward_from = nan_reward_from_episode
+    self._nan_obs_from = nan_observation_from_episode
+
+  def _late(self, first_episode: int | None) -> bool:
+    return first_episode is not None and self._episode >= first_episode
+
+  def step(self, action):
+    obs, reward, terminated, truncated, info = super().step(action)
+    if self._late(self._nan_reward_from):
+      reward = float('nan')
+    if self._late(self._nan_obs_from):
+      obs = np.full_like(obs, np.nan)
+    return obs, reward, terminated, truncated, info
