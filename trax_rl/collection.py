@@ -1,12 +1,17 @@
 """Lockstep collection: one batched policy call per step of a vector env."""
 
 import dataclasses
+import logging
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from trax_rl import env_state
 from trax_rl import trajectory as trajectory_lib
+
+_LOG = logging.getLogger(__name__)
 
 # policy(observation[N, ...], first[N]) -> (action[N, ...], {name: [N, ...]})
 # `first[i]` is True where env i's observation starts a new episode.
@@ -38,6 +43,8 @@ class Collector:
       vector_env.single_observation_space.dtype or np.uint8, np.floating
     )
     self.n_nonfinite = 0
+    # Whether episodes run on into the next collection (n_interactions).
+    self.continuing = False
 
   def _count_nonfinite(self, obs: np.ndarray) -> None:
     """Counts the rows of `obs` [N, ...] that hold a NaN or an inf."""
@@ -67,6 +74,7 @@ class Collector:
     """Runs until n_trajectories episodes end or n_interactions steps pass."""
     if not continue_episodes or self.obs is None:
       self.reset(rng)
+    self.continuing = continue_episodes
     counting = np.ones(self.n, bool)  # Whether env i's episode is recorded.
     started = self.n
     if n_trajectories is not None:
@@ -126,6 +134,52 @@ class Collector:
           finished.append(self.trajs[i])
           self.trajs[i] = trajectory_lib.Trajectory(self.obs[i])
     return CollectResult(finished, returns, steps)
+
+  def state_dict(self) -> dict[str, Any]:
+    """The running episodes, with the envs' state where it is plain data.
+
+    Returns:
+      {'running': None} when no episode runs on into the next collection;
+      {'running': {...}} with the envs' state (`env_state.capture`); or
+      {'running': None, 'restart': why} when the envs cannot be captured.
+    """
+    if not self.continuing or self.obs is None:
+      return {'running': None}
+    try:
+      envs = env_state.capture(self.env)
+    except env_state.NotCapturable as e:
+      return {'running': None, 'restart': str(e)}
+    # A collection with n_interactions ends with fresh (one-observation)
+    # trajectories: the observations, counters and envs say everything.
+    return {
+      'running': {
+        'obs': self.obs,
+        'first': self.first,
+        'ep_return': self.ep_return,
+        'ep_len': self.ep_len,
+        'envs': envs,
+      }
+    }
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    """Restores `state_dict`; running episodes restart where not captured."""
+    running = state.get('running')
+    self.obs = None  # Reset on the next collection, unless restored below.
+    self.continuing = running is not None
+    if state.get('restart'):
+      _LOG.warning(
+        'running episodes restart on resume: the env state is not plain '
+        'data (%s)',
+        state['restart'],
+      )
+    if running is None:
+      return
+    env_state.restore(self.env, running['envs'])
+    self.obs = np.asarray(running['obs'])
+    self.trajs = [trajectory_lib.Trajectory(o) for o in self.obs]
+    self.first = np.asarray(running['first'], bool)
+    self.ep_return = np.asarray(running['ep_return'], np.float64)
+    self.ep_len = np.asarray(running['ep_len'], np.int64)
 
 
 def random_policy(space: gym.Space, rng: np.random.Generator) -> BatchPolicy:

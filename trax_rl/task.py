@@ -355,6 +355,7 @@ class RLTask:
       'epochs': sorted(self._trajectories),
       'rng': self._rng.bit_generator.state,
       'eval_rng': self._eval_rng.bit_generator.state,
+      'collector': self._collector.state_dict(),
     }
 
   def save_to_dir(self, directory) -> dict[str, Any]:
@@ -381,7 +382,9 @@ class RLTask:
     self._trajectories = {e: _load_epoch(directory, e) for e in state['epochs']}
     self._saved_epochs = set(state['epochs'])
     self._version += 1
-    self._collector.obs = None  # Running episodes are not checkpointed.
+    # Episodes running at the checkpoint go on where the envs' state was
+    # saved (plain data); elsewhere they restart, with a one-line notice.
+    self._collector.load_state_dict(state.get('collector', {}))
 
   def remove_stale_files(self, directory) -> None:
     """Deletes trajectory files of epochs that left the replay window."""
