@@ -35,6 +35,20 @@ def _add_config_args(p: argparse.ArgumentParser, required: bool) -> None:
   )
 
 
+def _add_safety_args(p: argparse.ArgumentParser) -> None:
+  p.add_argument(
+    '--strict',
+    action='store_true',
+    help='gin bindings the run never used are an error (exit 2), not a warning',
+  )
+  p.add_argument(
+    '--allow_config_change',
+    action='store_true',
+    help='resume an output_dir whose config.gin differs from this config '
+    '(in more than train_rl.n_epochs)',
+  )
+
+
 def _parser() -> argparse.ArgumentParser:
   parser = _Parser(prog='trax-rl', description=__doc__)
   parser.add_argument(
@@ -51,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
   train.add_argument(
     '--no_progress', action='store_true', help='no progress bar'
   )
+  _add_safety_args(train)
   ev = sub.add_parser('eval', help='evaluate a trained run')
   ev.add_argument('--output_dir', required=True)
   ev.add_argument('--episodes', type=int, default=10)
@@ -123,7 +138,10 @@ def _train(args) -> None:
 
   try:
     agent = configurables.train_rl(
-      output_dir=args.output_dir, callbacks=[progress]
+      output_dir=args.output_dir,
+      callbacks=[progress],
+      strict=args.strict,
+      allow_config_change=args.allow_config_change,
     )
   finally:
     if bar is not None:

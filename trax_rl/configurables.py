@@ -141,6 +141,8 @@ def train_rl(
   callbacks: Sequence[base.EpochCallback] = (),
   build_only: bool = False,
   on_nonfinite: str = 'stop',
+  strict: bool = False,
+  allow_config_change: bool = False,
 ) -> base.Agent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -157,9 +159,20 @@ def train_rl(
       parameter or observation ends the run with NonFiniteError and the
       last finite checkpoint kept; 'warn': log it and train on; 'off': no
       checks (see `Agent.run`).
+    strict: bindings that the run never read after its first epoch (a typo
+      in a name or a scope, a knob of an unused configurable) are an error,
+      not a warning.
+    allow_config_change: continue a run in output_dir whose config.gin
+      differs from this operative config in more than n_epochs (the
+      changes are logged and config.gin rewritten after the first epoch);
+      without it such a resume is refused.
 
   Returns:
     The agent (closed, after training, unless build_only).
+
+  Raises:
+    ValueError: bad input, a changed config on resume (see
+      allow_config_change) or, with strict, unused bindings.
   """
   if (
     isinstance(n_epochs, bool)
@@ -184,26 +197,153 @@ def train_rl(
   if build_only:
     return agent
   try:
+    changed = check_config_change(output_dir, allow_config_change)
     agent.restore()
-
-    def save_config(agent_: base.Agent, record: dict[str, Any]) -> None:
-      del record
-      # After the first epoch, as Trax; also if a crash lost it.
-      if (
-        output_dir is not None
-        and not (epath.Path(output_dir) / CONFIG_FILE).exists()
-      ):
-        write_operative_config(output_dir)
-
     agent.run(
       n_epochs,
       n_epochs_is_total_epochs=True,
-      callbacks=[save_config, *callbacks],
+      callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
       on_nonfinite=on_nonfinite,
     )
   finally:
     agent.close()
   return agent
+
+
+# Run-time switches of train_rl: they may differ between a run and its resume.
+_NOT_CONFIG = frozenset(
+  {
+    'n_epochs',
+    'callbacks',
+    'output_dir',
+    'build_only',
+    'on_nonfinite',
+    'strict',
+    'allow_config_change',
+  }
+)
+_LOG = logging.getLogger(__name__)
+Binding = tuple[str, str, str]  # (scope, selector, parameter)
+
+
+def _bindings(config_text: str) -> dict[Binding, str]:
+  """The bindings of a gin config text, with their values as text."""
+  parser = gin.config_parser.ConfigParser(
+    config_text, gin.config.ParserDelegate(skip_unknown=True)
+  )
+  return {
+    (st.scope or '', st.selector, st.arg_name): repr(st.value)
+    for st in parser
+    if isinstance(st, gin.config_parser.BindingStatement)
+    and not st.selector.endswith('macro')
+  }
+
+
+def _name(binding: Binding) -> str:
+  scope, selector, parameter = binding
+  return f'{scope + "/" if scope else ""}{selector}.{parameter}'
+
+
+def unused_bindings() -> list[str]:
+  """Parsed bindings that no configurable call has read, by name.
+
+  A binding is read when some call in the operative config took its value
+  from it: the call's selector and parameter match, and of the bindings
+  whose scope encloses the call's scope it is the innermost. So a binding
+  to a configurable nobody calls, one in a misspelt scope, and an unscoped
+  one that every (scoped) call overrides are all unused.
+
+  Returns:
+    Sorted 'scope/selector.parameter' names.
+  """
+  parsed = _bindings(gin.config_str())
+  used = set()
+  for scope, selector, parameter in _bindings(gin.operative_config_str()):
+    enclosing = [
+      b
+      for b in parsed
+      if b[1:] == (selector, parameter)
+      and (not b[0] or scope == b[0] or scope.startswith(b[0] + '/'))
+    ]
+    if enclosing:
+      used.add(max(enclosing, key=lambda b: len(b[0])))
+  return sorted(_name(b) for b in parsed if b not in used)
+
+
+def changed_bindings(config_text: str) -> list[str]:
+  """How the operative config differs from an earlier run's config.gin.
+
+  Only configurables already called are compared (one called later in the
+  run has no operative values yet); train_rl's run-time switches (n_epochs,
+  on_nonfinite, ...) are not config.
+
+  Args:
+    config_text: the earlier run's config.gin.
+
+  Returns:
+    Sorted 'name: old -> new' lines ('unset' where one side has none).
+  """
+  old = _bindings(config_text)
+  new = _bindings(gin.operative_config_str())
+  called = {b[:2] for b in new}
+  return sorted(
+    f'{_name(b)}: {old.get(b, "unset")} -> {new.get(b, "unset")}'
+    for b in set(old) | set(new)
+    if b[:2] in called
+    and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
+    and old.get(b) != new.get(b)
+  )
+
+
+def check_config_change(output_dir: str | None, allow: bool) -> list[str]:
+  """Compares output_dir's config.gin with the operative config.
+
+  Returns:
+    The changed bindings (empty without an earlier config.gin).
+
+  Raises:
+    ValueError: bindings changed and `allow` is False.
+  """
+  path = epath.Path(output_dir) / CONFIG_FILE if output_dir else None
+  if path is None or not path.exists():
+    return []
+  changed = changed_bindings(path.read_text())
+  if changed and not allow:
+    raise ValueError(
+      f'the config differs from {path} in {"; ".join(changed)}: rerun with '
+      '--allow_config_change to continue with it, or use a new --output_dir'
+    )
+  if changed:
+    _LOG.warning('resuming with changed bindings: %s', '; '.join(changed))
+  return changed
+
+
+def _after_first_epoch(
+  output_dir: str | None, strict: bool, changed: list[str]
+) -> base.EpochCallback:
+  """Writes config.gin and reports unused bindings, after the first epoch."""
+  done = False
+
+  def callback(agent: base.Agent, record: dict[str, Any]) -> None:
+    nonlocal done
+    del agent, record
+    if done:
+      return
+    done = True
+    # As Trax, after the first epoch; also if a crash lost it, and anew
+    # when the config changed on purpose.
+    if output_dir is not None and (
+      changed or not (epath.Path(output_dir) / CONFIG_FILE).exists()
+    ):
+      write_operative_config(output_dir)
+    unused = unused_bindings()
+    if unused:
+      message = f'gin bindings never used: {", ".join(unused)}'
+      if strict:
+        raise ValueError(f'{message} (--strict)')
+      _LOG.warning(message)
+
+  return callback
 
 
 def query(binding: str, default: Any = None) -> Any:
