@@ -29,7 +29,8 @@ def test_config_checks_and_trains_one_epoch(config, tmp_path):
   report = agent.check()
   assert report['update'] == 'compiled'
   configurables.parse([str(config)], ['train_rl.n_epochs=1'])
-  agent = configurables.train_rl(output_dir=str(tmp_path))
+  # strict: every binding of a shipped config is used by the run.
+  agent = configurables.train_rl(output_dir=str(tmp_path), strict=True)
   assert agent.current_epoch == 1
   assert (tmp_path / 'config.gin').exists()
   assert (tmp_path / 'checkpoint.pkl').exists()
