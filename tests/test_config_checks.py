@@ -35,11 +35,12 @@ def test_unused_bindings_are_one_warning_line(capsys, tmp_path):
     *TYPOS,
     'PolicyGradient.lr_schedule = @policy/constant_lr',
     'policy/constant_lr.value = 0.01',
+    'UNUSED_MACRO = 3',
   )
   assert code == 0
   assert err == [
-    'trax-rl: warning: gin bindings never used: constant_lr.value, '
-    'multifactor.constant, polcy/constant_lr.value'
+    'trax-rl: warning: gin bindings never used: UNUSED_MACRO, '
+    'constant_lr.value, multifactor.constant, polcy/constant_lr.value'
   ]
   code, err = _train(capsys, tmp_path / 'clean', 1)
   assert code == 0 and err == []

@@ -241,7 +241,8 @@ def _bindings(config_text: str) -> dict[Binding, str]:
 
 def _name(binding: Binding) -> str:
   scope, selector, parameter = binding
-  return f'{scope + "/" if scope else ""}{selector}.{parameter}'
+  name = f'{scope + "/" if scope else ""}{selector}'
+  return f'{name}.{parameter}' if parameter else name  # A macro: no parameter.
 
 
 def unused_bindings() -> list[str]:
