@@ -77,6 +77,15 @@ def test_what_cannot_be_captured_or_restored_is_named():
     env_state.restore(envs.make_vector_env('CartPole-v1', 1), state)
 
 
+class _Messages(logging.Handler):
+  def __init__(self):
+    super().__init__(logging.WARNING)
+    self.messages = []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage())
+
+
 class _OpaqueEnv(fake_envs.CountingEnv):
   """A CountingEnv holding an object: its state is not plain data."""
 
@@ -85,7 +94,7 @@ class _OpaqueEnv(fake_envs.CountingEnv):
     self.simulator = object()
 
 
-def test_envs_that_cannot_be_captured_restart_with_a_notice(tmp_path, caplog):
+def test_envs_that_cannot_be_captured_restart_with_a_notice(tmp_path):
   def collect(env):
     t = task_lib.RLTask(env, initial_trajectories=0, n_envs=2)
     policy = lambda obs, first: (np.zeros(len(obs), np.int64), {})
@@ -101,10 +110,16 @@ def test_envs_that_cannot_be_captured_restart_with_a_notice(tmp_path, caplog):
     'restart': '_OpaqueEnv.simulator is a object',
   }
   resumed = task_lib.RLTask(_OpaqueEnv, initial_trajectories=0, n_envs=2)
-  with caplog.at_level(logging.WARNING):
+  # Listen on the module's logger itself: the CLI, if an earlier test in
+  # this process ran it, stops trax_rl's records from reaching the root.
+  notices = _Messages()
+  logger = logging.getLogger('trax_rl.collection')
+  logger.addHandler(notices)
+  try:
     resumed.load_from_dir(tmp_path, checkpoint.loads(checkpoint.dumps(state)))
-  notices = [r.getMessage() for r in caplog.records]
-  assert notices == [
+  finally:
+    logger.removeHandler(notices)
+  assert notices.messages == [
     'running episodes restart on resume: the env state is not plain data '
     '(_OpaqueEnv.simulator is a object)'
   ]

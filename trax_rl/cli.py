@@ -102,7 +102,7 @@ def _show_warnings() -> None:
   logger = logging.getLogger('trax_rl')
   if not any(isinstance(h, _WarningLines) for h in logger.handlers):
     logger.addHandler(_WarningLines())
-    logger.propagate = False
+    logger.propagate = False  # Else absl's root handler prints them again.
 
 
 def _train(args) -> None:
