@@ -3,24 +3,20 @@
 import pathlib
 
 from trax_rl import cli
+from trax_rl.testing import cli_args
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TYPOS = ('multifactor.constant = 1e30', 'polcy/constant_lr.value = 0.1')
 
 
 def _train(capsys, output_dir, n_epochs, *bindings, flags=()):
-  args = ['train', '--config_file', str(ROOT / 'gin' / 'pg_cartpole.gin')]
-  args += ['--output_dir', str(output_dir), '--no_progress', *flags]
-  for b in (
-    'RLTask.n_envs = 2',
-    'MLP.layer_widths = (8,)',
-    'PolicyGradient.n_trajectories_per_epoch = 2',
-    'PolicyGradient.batch_size = 16',
-    'PolicyGradient.n_eval_episodes = 0',
-    f'train_rl.n_epochs = {n_epochs}',
+  args = cli_args.tiny_pg_train(
+    ROOT / 'gin' / 'pg_cartpole.gin',
+    output_dir,
+    n_epochs,
     *bindings,
-  ):
-    args += ['--config', b]
+    flags=flags,
+  )
   code = cli.main(args)
   return code, capsys.readouterr().err.strip().splitlines()
 

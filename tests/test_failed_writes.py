@@ -9,6 +9,7 @@ import pytest
 from etils import epath
 
 from trax_rl import checkpoint, cli
+from trax_rl.testing import cli_args
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -52,18 +53,11 @@ def test_failed_write_removes_its_temp_file_and_keeps_the_old(
 
 
 def _train(output_dir, n_epochs):
-  args = ['train', '--config_file', str(ROOT / 'gin' / 'pg_cartpole.gin')]
-  args += ['--output_dir', str(output_dir), '--no_progress']
-  for b in (
-    'RLTask.n_envs = 2',
-    'MLP.layer_widths = (8,)',
-    'PolicyGradient.n_trajectories_per_epoch = 2',
-    'PolicyGradient.batch_size = 16',
-    'PolicyGradient.n_eval_episodes = 0',
-    f'train_rl.n_epochs = {n_epochs}',
-  ):
-    args += ['--config', b]
-  return cli.main(args)
+  return cli.main(
+    cli_args.tiny_pg_train(
+      ROOT / 'gin' / 'pg_cartpole.gin', output_dir, n_epochs
+    )
+  )
 
 
 def test_disk_full_mid_run_then_resume(capsys, tmp_path, monkeypatch):
