@@ -1,11 +1,9 @@
-"""Actor-critics with separate policy and value networks (Trax's).
+"""Separate policy and value networks, each with its own optimizer (Trax's).
 
-`ActorCriticAgent` trains a policy network and a value network (its
-`critic.Critic`: V, or Q aggregated over sampled actions). Each epoch runs
-value training, then policy training, in one jitted call: all updates run
-in `lax.scan`s with the pure update the `Trainer`s use (their states are
-read and written back). Subclasses give the policy loss and the advantage
-estimator; A2C, PPO, AWR and SamplingAWR are in `actor_critic`.
+Each epoch runs value training, then policy training, as one pure function
+(`Separate.train_on_batch`): all updates run in `lax.scan`s with the pure
+update the `Trainer`s use. The value network is a `critic.Critic`: V, or Q
+aggregated over sampled actions (`q_value`).
 """
 
 from collections.abc import Callable
@@ -13,16 +11,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-from trax_rl import advantages, lr_schedules, validation
-from trax_rl import task as task_lib
-from trax_rl.agents import (
-  actor_critic_base,
-  critic,
-  epoch_batch,
-  policy_agents,
-)
+from trax_rl import lr_schedules, validation
+from trax_rl.agents.actor_critic import critic, layout
+from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
@@ -30,21 +24,18 @@ from trax_rl.networks import models
 from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
-ModelFn = actor_critic_base.ModelFn
-ScheduleFactory = policy_agents.ScheduleFactory
+ModelFn = Callable[..., Any]
+ScheduleFactory = Callable[[], Any]
 
 
-class ActorCriticAgent(actor_critic_base.ActorCriticBase):
-  """Trains a policy and a value network with an actor-critic method.
+class Separate:
+  """A policy network and a value network (or Q network), trained in turn."""
 
-  Subclasses give the policy loss (`make_policy_loss`) and set the value
-  targets' advantage estimator. Each epoch: value training, then policy
-  training, all in one jitted call.
-  """
+  uses_key = True
 
   def __init__(
     self,
-    task: task_lib.RLTask,
+    context: layout.Context,
     value_model: ModelFn = models.Value,
     value_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     value_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
@@ -53,15 +44,12 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     value_evals_per_epoch: int = 1,
     value_eval_steps: int = 1,
     n_shared_layers: int = 0,
-    added_policy_slice_length: int = 0,
-    n_replay_epochs: int = 1,
     scale_value_targets: bool = False,
     q_value: bool = False,
-    q_value_aggregate: str = 'logsumexp',
+    q_value_aggregate: str | value_estimates.Aggregate = 'logsumexp',
     q_value_temperature: float = 1.0,
     q_value_n_samples: int = 1,
-    q_value_normalization: str | None = None,
-    offline: bool = False,
+    q_value_normalization: str | value_estimates.Normalization | None = None,
     policy_model: ModelFn = models.Policy,
     policy_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     policy_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
@@ -71,12 +59,11 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     policy_eval_steps: int = 1,
     max_slice_length: int = 1,
     max_gradient_norm: float | None = None,
-    **kwargs,
   ):
-    """Configures the actor-critic trainer.
+    """Builds both networks, their optimizers and Trainers.
 
     Args:
-      task: the RLTask.
+      context: what the agent decides (see `layout.Context`).
       value_model: the value module factory (`Value`, its body bound in
         gin); with q_value it is called with `is_discrete` and `vocab_size`
         and must take (observation, action), e.g. `ActionValue`.
@@ -91,19 +78,17 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
         every epoch).
       n_shared_layers: number of body layers shared by the policy and value
         networks (copied between them around value training, as Trax's).
-      added_policy_slice_length: the advantage estimator's margin (k of
-        td_k); padding steps appended to the packed trajectories.
-      n_replay_epochs: train on the last this many epochs (1 if on-policy).
       scale_value_targets: the value network predicts V * (1 - gamma).
       q_value: use a Q network; values are aggregates of Q over
         q_value_n_samples actions sampled from the behaviour policy.
-      q_value_aggregate: 'mean', 'max', 'softmax' or 'logsumexp' (value
-        targets; the policy's advantages always use 'mean').
+      q_value_aggregate: 'mean', 'max', 'softmax', 'logsumexp' or a
+        function of `value_estimates` (value targets; the policy's
+        advantages always use the mean).
       q_value_temperature: temperature of 'softmax' and 'logsumexp'.
       q_value_n_samples: actions sampled per state; equal to the number of
         discrete actions, all actions are enumerated and weighted instead.
-      q_value_normalization: None, 'std' or 'abs' (before aggregating).
-      offline: see ActorCriticBase.
+      q_value_normalization: None, 'std', 'abs' or a scale function (Q is
+        divided by it before aggregating).
       policy_model: the policy module factory, called as
         `policy_model(n_inputs=...)`.
       policy_optimizer: optax factory for the policy.
@@ -115,8 +100,6 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
       max_slice_length: Trax's slice length; with feed-forward networks a
         batch of B slices of length L is B * L steps.
       max_gradient_norm: clip each network's gradients to this global norm.
-      **kwargs: for ActorCriticBase and Agent (normalize_observations,
-        action_std, learn_std, n_interactions_per_epoch, seed, ...).
 
     Raises:
       ValueError: bad counts or knob values.
@@ -140,107 +123,93 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
         f'value_train_steps_per_epoch ({value_train_steps_per_epoch}) must '
         f'be a multiple of value_evals_per_epoch ({value_evals_per_epoch})'
       )
-    # Fails early on bad names.
-    value_estimates.aggregate_values(
-      jnp.zeros((1, 1)),
-      q_value_aggregate,
-      q_value_temperature,
-      q_value_normalization,
-    )
-    super().__init__(
-      task, n_replay_epochs=n_replay_epochs, offline=offline, **kwargs
-    )
-    self._margin = added_policy_slice_length
+    self._context = context
+    self._aggregate = value_estimates.aggregate_fn(q_value_aggregate)
+    normalization = value_estimates.normalization_fn(q_value_normalization)
     self._value_steps = value_train_steps_per_epoch
     self._value_rounds = value_evals_per_epoch
     self._value_batch = value_batch_size * max_slice_length
     self._policy_steps = policy_train_steps_per_epoch
     self._policy_batch = policy_batch_size * max_slice_length
-    self._n_shared_layers = n_shared_layers
-    value_scale = 1.0 / (1.0 - task.gamma) if scale_value_targets else 1.0
+    self._n_shared = n_shared_layers
     self._q_value = q_value
-    self._q_aggregate = q_value_aggregate
-    space = task.action_space
+    scale = 1.0 / (1.0 - context.gamma) if scale_value_targets else 1.0
+    space = context.action_space
+    dist = context.distribution
     # Trax: as many samples as discrete actions means take them all.
-    self._all_discrete = q_value and q_value_n_samples == (
-      critic.n_discrete_actions(space)
+    all_discrete = q_value and (
+      q_value_n_samples == critic.n_discrete_actions(space)
     )
-    example = task.example_observation()
+    example = context.example_observation
     self._policy_net = networks.from_module(
-      policy_model(n_inputs=self._policy_dist.n_inputs), example
+      policy_model(n_inputs=dist.n_inputs), example
     )
-    self._value_net = critic.make_value_network(
-      value_model, example, space, q_value
-    )
+    value_net = critic.make_value_network(value_model, example, space, q_value)
     self._critic = critic.Critic(
-      self._value_net,
-      self._policy_dist,
-      value_scale,
+      value_net,
+      dist,
+      scale,
       q_value,
       q_value_n_samples,
-      self._all_discrete,
+      all_discrete,
       q_value_temperature,
-      q_value_normalization,
+      normalization,
     )
-    policy_optimizer = update.make_optimizer(
+    policy_opt = update.make_optimizer(
       policy_lr_schedule(), policy_optimizer, max_gradient_norm
     )
-    value_optimizer = update.make_optimizer(
+    value_opt = update.make_optimizer(
       value_lr_schedule(), value_optimizer, max_gradient_norm
     )
-    policy_loss = self.make_policy_loss()
-    value_loss = ac_losses.ValueLoss(value_scale, q_value)
-    self._policy_trainer = trainer_lib.Trainer(
-      self._policy_net,
-      policy_loss,
-      policy_optimizer,
-      seed=self.next_key(),
-      name='policy',
-    )
-    self._value_trainer = trainer_lib.Trainer(
-      self._value_net,
-      value_loss,
-      value_optimizer,
-      seed=self.next_key(),
-      name='value',
-    )
+    policy_loss = context.make_policy_loss(None, all_discrete)
+    value_loss = ac_losses.ValueLoss(scale, q_value)
+    self.trainers = {
+      'policy': trainer_lib.Trainer(
+        self._policy_net,
+        policy_loss,
+        policy_opt,
+        seed=context.next_key(),
+        name='policy',
+      ),
+      'value': trainer_lib.Trainer(
+        value_net,
+        value_loss,
+        value_opt,
+        seed=context.next_key(),
+        name='value',
+      ),
+    }
     critic.check_shared_layers(
-      self._policy_trainer.params, self._value_trainer.params, n_shared_layers
+      self.trainers['policy'].params,
+      self.trainers['value'].params,
+      n_shared_layers,
     )
     # The Trainers' own update, unjitted, to run inside the epoch's scans.
     self._policy_update = update.make_update_fn(
-      self._policy_net, policy_loss, policy_optimizer
+      self._policy_net, policy_loss, policy_opt
     )
-    self._value_update = update.make_update_fn(
-      self._value_net, value_loss, value_optimizer
-    )
-    self._train = jax.jit(self._train_epoch_fn)
-
-  # To implement.
-  def make_policy_loss(self) -> Any:
-    """The policy loss dataclass."""
-    raise NotImplementedError
+    self._value_update = update.make_update_fn(value_net, value_loss, value_opt)
 
   @property
-  def advantage_estimator(self) -> advantages.Estimator:
-    raise NotImplementedError
-
-  # PolicyAgent.
   def acting_network(self) -> networks.Network:
+    """The network whose apply gives the policy's dist_inputs."""
     return self._policy_net
 
-  def acting_params(self) -> Any:
-    return self._policy_trainer.params
-
   @property
-  def policy_trainer(self) -> trainer_lib.Trainer:
-    return self._policy_trainer
+  def acting_trainer(self) -> trainer_lib.Trainer:
+    return self.trainers['policy']
 
-  @property
-  def value_trainer(self) -> trainer_lib.Trainer:
-    return self._value_trainer
+  def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
+    """{'value': [E, K, B], 'policy': [K, B]} step indices (value first)."""
+    value = data_lib.minibatch_indices(
+      rng, n_valid, self._value_steps, self._value_batch
+    ).reshape(self._value_rounds, -1, self._value_batch)
+    policy = data_lib.minibatch_indices(
+      rng, n_valid, self._policy_steps, self._policy_batch
+    )
+    return {'value': value, 'policy': policy}
 
-  # Pure pieces of the jitted epoch.
+  # The pure epoch.
   def _advantages(self, value_params, policy_params, data, key, aggregate):
     """(advantages, value targets, values), all [N], of normalized data."""
     key_now, key_next = jax.random.split(key)
@@ -253,14 +222,7 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     next_values = self._critic.state_values(
       value_params, data.next_observation, next_inputs, key_next, aggregate
     )
-    adv, targets = epoch_batch.advantages_and_targets(
-      self.advantage_estimator,
-      self._margin,
-      self._task.gamma,
-      data,
-      values,
-      next_values,
-    )
+    adv, targets = self._context.estimate(data, values, next_values)
     return adv, targets, values
 
   def _value_phase(self, value_state, policy_params, data, idx, key, targets):
@@ -271,7 +233,7 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
       round_targets = targets
       if round_targets is None:  # Off-policy: targets from the new values.
         _, round_targets, _ = self._advantages(
-          state.params, policy_params, data, round_key, self._q_aggregate
+          state.params, policy_params, data, round_key, self._aggregate
         )
 
       def step(state, i):
@@ -286,36 +248,44 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     state, extras = jax.lax.scan(one_round, value_state, (idx, keys))
     return state, extras.metrics
 
-  def _policy_phase(self, policy_state, value_params, data, adv, idx, key):
-    """Policy updates on minibatches idx [K, B]; returns (state, metrics)."""
-    del value_params, key
-    old_log_prob = self._policy_dist.log_prob(data.dist_inputs, data.action)
-    return self._scan_policy_updates(
-      policy_state,
-      idx,
-      lambda i: ac_losses.PolicyBatch(
+  def _policy_batches(self, value_params, data, adv, targets, key):
+    """`make_batch(i)` of the policy loss for minibatch indices i [B]."""
+    if not self._context.sampled_actions:
+      old_log_prob = self._context.distribution.log_prob(
+        data.dist_inputs, data.action
+      )
+      return lambda i: ac_losses.PolicyBatch(
         data.observation[i],
         data.action[i],
         adv[i],
         old_log_prob[i],
         data.mask[i],
-      ),
+        targets[i],
+      )
+    actions, act_log_probs = self._critic.sample_actions(data.dist_inputs, key)
+    q_values = self._critic.q_values(value_params, data.observation, actions)
+    return lambda i: ac_losses.SamplingBatch(
+      data.observation[i],
+      actions[:, i],
+      q_values[:, i],
+      act_log_probs[:, i],
+      data.mask[i],
     )
 
-  def _scan_policy_updates(self, policy_state, idx, make_batch):
-    """Policy updates on `make_batch(i)` for each row i of idx [K, B]."""
+  def train_on_batch(self, states, data, idx, key):
+    """One epoch of value, then policy updates (pure; see the package doc).
 
-    def step(state, i):
-      return self._policy_update(state, make_batch(i))
+    Args:
+      states: {'value': TrainState, 'policy': TrainState}.
+      data: the epoch's steps, `[N, ...]`, observations normalized.
+      idx: `minibatch_indices` (as jnp or numpy arrays).
+      key: PRNG key (Q-value action samples).
 
-    state, extras = jax.lax.scan(step, policy_state, idx)
-    return state, extras.metrics
-
-  def _train_epoch_fn(
-    self, value_state, policy_state, stats, data, value_idx, policy_idx, key
-  ):
-    data = self.normalize_data(stats, data)
-    n = self._n_shared_layers
+    Returns:
+      (new states, {'value/...': ..., 'policy/...': ...} metrics).
+    """
+    value_state, policy_state = states['value'], states['policy']
+    n = self._n_shared
     value_state = value_state._replace(
       params=critic.copy_shared_layers(
         policy_state.params, value_state.params, n
@@ -323,18 +293,14 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     )
     adv_key, value_key, policy_key = jax.random.split(key, 3)
     adv = targets = None
-    if self.on_policy:  # Once, with the value network that acted.
+    if self._context.on_policy:  # Once, with the value network that acted.
       adv, targets, values = self._advantages(
-        value_state.params,
-        policy_state.params,
-        data,
-        adv_key,
-        self._q_aggregate,
+        value_state.params, policy_state.params, data, adv_key, self._aggregate
       )
-    value_state, metrics = self._value_phase(
-      value_state, policy_state.params, data, value_idx, value_key, targets
+    value_state, value_metrics = self._value_phase(
+      value_state, policy_state.params, data, idx['value'], value_key, targets
     )
-    value_metrics = jax.tree.map(jnp.mean, metrics)
+    value_metrics = jax.tree.map(jnp.mean, value_metrics)
     policy_state = policy_state._replace(
       params=critic.copy_shared_layers(
         value_state.params, policy_state.params, n
@@ -342,57 +308,25 @@ class ActorCriticAgent(actor_critic_base.ActorCriticBase):
     )
     if adv is None:
       adv, targets, values = self._advantages(
-        value_state.params, policy_state.params, data, adv_key, 'mean'
+        value_state.params,
+        policy_state.params,
+        data,
+        adv_key,
+        value_estimates.mean,
       )
     value_metrics['explained_variance'] = value_estimates.explained_variance(
       values, targets, data.mask
     )
-    policy_state, metrics = self._policy_phase(
-      policy_state, value_state.params, data, adv, policy_idx, policy_key
+    make_batch = self._policy_batches(
+      value_state.params, data, adv, targets, policy_key
     )
-    policy_metrics = jax.tree.map(jnp.mean, metrics)
-    return value_state, policy_state, value_metrics, policy_metrics
-
-  # Training.
-  def _train_args(self, data: epoch_batch.EpochData):
-    n_valid = int(data.mask.sum())
-    value_idx = self.minibatches(
-      n_valid, self._value_steps, self._value_batch
-    ).reshape(self._value_rounds, -1, self._value_batch)
-    policy_idx = self.minibatches(
-      n_valid, self._policy_steps, self._policy_batch
+    policy_state, extras = jax.lax.scan(
+      lambda state, i: self._policy_update(state, make_batch(i)),
+      policy_state,
+      idx['policy'],
     )
-    return (
-      self._value_trainer.state,
-      self._policy_trainer.state,
-      self._stats,
-      data,
-      value_idx,
-      policy_idx,
-      self.next_key(),
+    metrics = {f'value/{k}': v for k, v in value_metrics.items()}
+    metrics.update(
+      {f'policy/{k}': jnp.mean(v) for k, v in extras.metrics.items()}
     )
-
-  def train_epoch(self) -> dict[str, float]:
-    args = self._train_args(self.training_data())
-    value_state, policy_state, value_m, policy_m = self._train(*args)
-    self._value_trainer.state = value_state
-    self._policy_trainer.state = policy_state
-    metrics = {f'value/{k}': float(v) for k, v in value_m.items()}
-    metrics.update({f'policy/{k}': float(v) for k, v in policy_m.items()})
-    return metrics
-
-  def compile_update(self) -> None:
-    data = self.example_training_data()
-    self._train.lower(*self._train_args(data)).compile()
-
-  def state_dict(self) -> dict[str, Any]:
-    return dict(
-      super().state_dict(),
-      policy=self._policy_trainer.state_dict(),
-      value=self._value_trainer.state_dict(),
-    )
-
-  def load_state_dict(self, state: dict[str, Any]) -> None:
-    super().load_state_dict(state)
-    self._policy_trainer.load_state_dict(state['policy'])
-    self._value_trainer.load_state_dict(state['value'])
+    return {'value': value_state, 'policy': policy_state}, metrics
