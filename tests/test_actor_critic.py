@@ -81,7 +81,9 @@ def test_pack_trajectories():
     agent_info={'dist_inputs': np.array([0.5, 0.6], np.float32)},
   )
   empty = trajectory.Trajectory(np.array([9.0, 9.0], np.float32))
-  data = ac_data.pack_trajectories([done, empty, cut], 2, np.zeros(2, np.float32))
+  data = ac_data.pack_trajectories(
+    [done, empty, cut], 2, np.zeros(2, np.float32)
+  )
   np.testing.assert_array_equal(data.observation[:, 0], [0.0, 1.0, 5.0])
   np.testing.assert_array_equal(data.next_observation[:, 0], [1.0, 2.0, 6.0])
   np.testing.assert_array_equal(data.action, [1, 0, 1])
@@ -207,7 +209,10 @@ def test_sampling_awr_on_continuous_actions_with_learned_std():
     q_value_n_samples=3,
     n_interactions_per_epoch=10,
     seed=0,
-    **{**TINY, 'value_model': functools.partial(models.ActionValue, body=SMALL)},
+    **{
+      **TINY,
+      'value_model': functools.partial(models.ActionValue, body=SMALL),
+    },
   )
   agent.run(2)
   assert agent.policy_distribution.n_inputs == 2

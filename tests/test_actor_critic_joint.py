@@ -2,10 +2,12 @@
 
 import functools
 
+import gin
 import jax
 import numpy as np
 import pytest
 
+from trax_rl import configurables
 from trax_rl import task as task_lib
 from trax_rl.agents.actor_critic import algorithms as acj
 from trax_rl.networks import models
@@ -108,7 +110,8 @@ def test_save_and_restore_mid_run(tmp_path):
   assert restored.restore()
   assert restored.current_epoch == 2
   for x, y in zip(
-    _leaves(agent.trainers['joint'].state), _leaves(restored.trainers['joint'].state)
+    _leaves(agent.trainers['joint'].state),
+    _leaves(restored.trainers['joint'].state),
   ):
     np.testing.assert_array_equal(x, y)
   for x, y in zip(
@@ -118,3 +121,48 @@ def test_save_and_restore_mid_run(tmp_path):
   assert int(restored.observation_statistics.count) == 16
   restored.run(1)
   assert restored.current_epoch == 3 and restored.trainers['joint'].step == 6
+
+
+def _one_epoch_params(**kwargs):
+  agent = acj.PPOJoint(
+    _counting_task(seed=0), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
+  )
+  agent.run(1)
+  return _leaves(agent.trainers['joint'].params)
+
+
+def test_old_knob_name_is_an_alias_of_the_new_one():
+  old = _one_epoch_params(normalize_advantages=False)
+  new = _one_epoch_params(advantage_normalization=False)
+  default = _one_epoch_params()
+  for a, b in zip(old, new):
+    np.testing.assert_array_equal(a, b)
+  # The knob matters: normalized advantages train differently.
+  assert any(not np.allclose(a, b) for a, b in zip(new, default))
+  with pytest.raises(ValueError, match='normalize_advantages is an alias'):
+    acj.PPOJoint(
+      _counting_task(),
+      normalize_advantages=False,
+      advantage_normalization=False,
+      n_interactions_per_epoch=8,
+    )
+
+
+def test_alias_and_misspelled_knob_in_gin(tmp_path):
+  def build(*bindings):
+    gin.clear_config()
+    configurables.parse(['gin/ppo_joint_cartpole.gin'], bindings)
+    try:
+      return configurables.train_rl(output_dir=str(tmp_path), build_only=True)
+    finally:
+      gin.clear_config()
+
+  agent = build('PPOJoint.supervised_evals_per_epoch = 4')
+  agent.close()
+  with pytest.raises(ValueError, match='value_evals_per_epoch'):
+    build(
+      'PPOJoint.supervised_evals_per_epoch = 4',
+      'PPOJoint.train_steps_per_epoch = 6',
+    )
+  with pytest.raises(ValueError, match='unknown gin binding PPOJoint.normal'):
+    build('PPOJoint.normalise_advantages = False')

@@ -185,6 +185,7 @@ class NormalizationAndAggregationTest(chex.TestCase):
   @chex.variants(with_jit=True, without_jit=True)
   def test_aggregate_values(self):
     q = jnp.array([[1.0, 2.0], [3.0, 6.0]])  # [S=2, B=2]
+
     def agg(aggregate, **kw):
       aggregate = value_estimates.aggregate_fn(aggregate)
       return self.variant(
@@ -252,6 +253,64 @@ class JointLossTest(chex.TestCase):
       loss, 2 * math.log(2) + 2.0 - 0.1 * math.log(2), rtol=1e-5
     )
     np.testing.assert_allclose(extra.metrics['value_loss'], 4.0)
+
+
+class SameObjectiveOnBothLayoutsTest(chex.TestCase):
+  # Three steps, two actions; the policy network's output is the joint
+  # one's policy head (obs[:, :2]); values obs[:, 2].
+  obs = jnp.array(
+    [[0.2, -0.3, 1.0], [1.0, 0.5, 2.0], [-0.4, 0.1, 0.5]], jnp.float32
+  )
+  batch = ac_losses.PolicyBatch(
+    observation=obs,
+    action=jnp.array([0, 1, 1]),
+    advantage=jnp.array([1.5, -0.5, 2.0]),
+    old_log_prob=jnp.log(jnp.array([0.4, 0.5, 0.6])),
+    mask=jnp.array([1.0, 1.0, 1.0]),
+    value_target=jnp.array([2.0, 2.0, 2.0]),
+  )
+  policy_net = networks.Network(
+    init=lambda key: {}, apply=lambda p, obs: obs[:, :2]
+  )
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_policy_and_joint_losses_share_the_objective(self):
+    dist = distributions.Categorical(2)
+    logp = jax.nn.log_softmax(self.obs[:, :2])[jnp.arange(3), self.batch.action]
+    # Advantages normalized over the batch (epsilon 1e-5), no gradient.
+    adv = self.batch.advantage
+    adv = (adv - adv.mean()) / (adv.std() + 1e-5)
+    ratio = jnp.exp(logp - self.batch.old_log_prob)
+    expected = {
+      'a2c': -jnp.mean(logp * adv),
+      'ppo': -jnp.mean(
+        jnp.minimum(ratio * adv, jnp.clip(ratio, 0.8, 1.2) * adv)
+      ),
+      'awr': -jnp.mean(logp * jnp.minimum(jnp.exp(adv / 0.5), 20.0)),
+    }
+    objectives = {
+      'a2c': ac_losses.A2CObjective(),
+      'ppo': ac_losses.PPOObjective(0.2),
+      'awr': ac_losses.AWRObjective(beta=0.5),
+    }
+    # Value loss of the joint network: mean((v - 2)^2) of v = 1, 2, 0.5.
+    value_loss = (1.0 + 0.0 + 2.25) / 3
+    for name, objective in objectives.items():
+      policy = ac_losses.PolicyLoss(dist, objective)
+      joint = ac_losses.PolicyLoss(dist, objective, value_loss_coeff=0.5)
+      got_policy, _ = self.variant(functools.partial(policy, self.policy_net))(
+        {}, (), self.batch, KEY
+      )
+      got_joint, extra = self.variant(functools.partial(joint, JOINT))(
+        {}, (), self.batch, KEY
+      )
+      np.testing.assert_allclose(got_policy, expected[name], rtol=1e-5)
+      np.testing.assert_allclose(
+        got_joint, expected[name] + 0.5 * value_loss, rtol=1e-5
+      )
+      np.testing.assert_allclose(
+        extra.metrics['value_loss'], value_loss, rtol=1e-5
+      )
 
 
 if __name__ == '__main__':

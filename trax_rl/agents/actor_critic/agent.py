@@ -72,11 +72,14 @@ class ActorCritic(policy_agents.PolicyAgent):
   action, and frozen at evaluation; training normalizes the stored raw
   observations with the current statistics.
 
-  Subclasses (the gin names in `algorithms`) set `on_policy` and pass
-  their objective and layout class.
+  Subclasses (the gin names in `algorithms`) set `on_policy` and
+  `layout_class` and pass their objective.
   """
 
   on_policy: bool | None = None
+  # The network layout (`separate.Separate` or `joint.Joint`); the knobs
+  # its constructor names go to it.
+  layout_class: Callable[..., Any] | None = None
   # The policy loss takes SamplingBatches (see `layout.Context`).
   sampled_actions: bool = False
 
@@ -84,7 +87,6 @@ class ActorCritic(policy_agents.PolicyAgent):
     self,
     task: task_lib.RLTask,
     objective: Any,
-    layout_class: Callable[..., Any],
     **kwargs,
   ):
     """Resolves old knob names and splits the layout's knobs from the rest.
@@ -92,21 +94,18 @@ class ActorCritic(policy_agents.PolicyAgent):
     Args:
       task: the RLTask.
       objective: the algorithm's objective (`losses.actor_critic`).
-      layout_class: `separate.Separate` or `joint.Joint`; the knobs its
-        constructor names go to it.
       **kwargs: the layout's knobs and `configure`'s (old names in
         `ALIASES` accepted).
     """
     kwargs = resolve_aliases(kwargs)
-    names = inspect.signature(layout_class).parameters
+    names = inspect.signature(self.layout_class).parameters
     layout_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-    self.configure(task, objective, layout_class, layout_kwargs, **kwargs)
+    self.configure(task, objective, layout_kwargs, **kwargs)
 
   def configure(
     self,
     task: task_lib.RLTask,
     objective: Any,
-    layout_class: Callable[..., Any],
     layout_kwargs: dict[str, Any],
     entropy_coeff: float = 0.0,
     advantage_estimator: Callable[..., advantages.Estimator] = (
@@ -131,7 +130,6 @@ class ActorCritic(policy_agents.PolicyAgent):
     Args:
       task: the RLTask.
       objective: the algorithm's objective.
-      layout_class: the network layout's class.
       layout_kwargs: its knobs.
       entropy_coeff: weight of the entropy bonus.
       advantage_estimator: a factory from trax_rl.advantages (monte_carlo,
@@ -217,7 +215,7 @@ class ActorCritic(policy_agents.PolicyAgent):
       sampled_actions=self.sampled_actions,
       next_key=self.next_key,
     )
-    self._layout = layout_class(context, **layout_kwargs)
+    self._layout = self.layout_class(context, **layout_kwargs)
     self._train = jax.jit(self._train_fn)
 
   def make_policy_loss(

@@ -1,8 +1,9 @@
 """The gin names of the actor-critics: an objective on a network layout.
 
 A2C, PPO, AWR and SamplingAWR train separate policy and value networks
-(`separate.Separate`); A2CJoint, PPOJoint and AWRJoint one joint network
-(`joint.Joint`). Each name only picks its objective, its layout and its
+(`separate.Separate`); A2CJoint, PPOJoint and AWRJoint are the same
+algorithms on one joint network (`joint.Joint`): they differ from them only
+in `layout_class`. Each name only picks its objective, its layout and its
 defaults; every other knob is `agent.ActorCritic`'s or the layout's.
 """
 
@@ -29,6 +30,7 @@ class A2C(agent.ActorCritic):
   """Advantage actor-critic (Mnih et al., 2016, arXiv:1602.01783)."""
 
   on_policy = True
+  layout_class = separate.Separate
 
   def __init__(
     self, task: task_lib.RLTask, entropy_coeff: float = 0.01, **kwargs
@@ -38,12 +40,12 @@ class A2C(agent.ActorCritic):
     Args:
       task: the RLTask.
       entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and `separate.Separate`.
+      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
+        `joint.Joint` for the *Joint names).
     """
     super().__init__(
       task,
       ac_losses.A2CObjective(),
-      separate.Separate,
       entropy_coeff=entropy_coeff,
       **kwargs,
     )
@@ -53,6 +55,7 @@ class PPO(agent.ActorCritic):
   """Proximal Policy Optimization (Schulman et al., 2017, 1707.06347)."""
 
   on_policy = True
+  layout_class = separate.Separate
 
   def __init__(
     self,
@@ -67,12 +70,12 @@ class PPO(agent.ActorCritic):
       task: the RLTask.
       epsilon: clip range of the probability ratio.
       entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and `separate.Separate`.
+      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
+        `joint.Joint` for the *Joint names).
     """
     super().__init__(
       task,
       _ppo(epsilon),
-      separate.Separate,
       entropy_coeff=entropy_coeff,
       **kwargs,
     )
@@ -82,6 +85,7 @@ class AWR(agent.ActorCritic):
   """Advantage-Weighted Regression (Peng et al., 2019, 1910.00177)."""
 
   on_policy = False
+  layout_class = separate.Separate
 
   def __init__(
     self,
@@ -99,11 +103,10 @@ class AWR(agent.ActorCritic):
       w_max: the largest weight.
       thresholds: optional (percentile, weight, minimum) triples: weights
         by advantage percentiles instead of exp (Trax's option).
-      **kwargs: for `agent.ActorCritic` and `separate.Separate`.
+      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
+        `joint.Joint` for the *Joint names).
     """
-    super().__init__(
-      task, _awr(beta, w_max, thresholds), separate.Separate, **kwargs
-    )
+    super().__init__(task, _awr(beta, w_max, thresholds), **kwargs)
 
 
 class SamplingAWR(agent.ActorCritic):
@@ -115,6 +118,7 @@ class SamplingAWR(agent.ActorCritic):
   """
 
   on_policy = False
+  layout_class = separate.Separate
   sampled_actions = True
 
   def __init__(
@@ -136,14 +140,14 @@ class SamplingAWR(agent.ActorCritic):
       thresholds: as in AWR.
       reweight: weight sampled actions by pi_new / pi_behaviour.
       value_model: the Q module factory (takes observation and action).
-      **kwargs: for `agent.ActorCritic` and `separate.Separate` (not
+      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
+        `joint.Joint` for the *Joint names) (not
         q_value: it is on).
     """
     self._reweight = reweight
     super().__init__(
       task,
       _awr(beta, w_max, thresholds),
-      separate.Separate,
       q_value=True,
       value_model=value_model,
       **kwargs,
@@ -163,76 +167,22 @@ class SamplingAWR(agent.ActorCritic):
     )
 
 
-class A2CJoint(agent.ActorCritic):
+class A2CJoint(A2C):
   """A2C (Mnih et al., 2016) on a joint policy-and-value network."""
 
-  on_policy = True
-
-  def __init__(
-    self, task: task_lib.RLTask, entropy_coeff: float = 0.01, **kwargs
-  ):
-    """Configures A2CJoint.
-
-    Args:
-      task: the RLTask.
-      entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and `joint.Joint`.
-    """
-    super().__init__(
-      task,
-      ac_losses.A2CObjective(),
-      joint.Joint,
-      entropy_coeff=entropy_coeff,
-      **kwargs,
-    )
+  layout_class = joint.Joint
 
 
-class PPOJoint(agent.ActorCritic):
+class PPOJoint(PPO):
   """PPO (Schulman et al., 2017) on a joint policy-and-value network."""
 
-  on_policy = True
-
-  def __init__(
-    self,
-    task: task_lib.RLTask,
-    epsilon: float = 0.2,
-    entropy_coeff: float = 0.01,
-    **kwargs,
-  ):
-    """Configures PPOJoint.
-
-    Args:
-      task: the RLTask.
-      epsilon: clip range of the probability ratio.
-      entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and `joint.Joint`.
-    """
-    super().__init__(
-      task, _ppo(epsilon), joint.Joint, entropy_coeff=entropy_coeff, **kwargs
-    )
+  layout_class = joint.Joint
 
 
-class AWRJoint(agent.ActorCritic):
-  """AWR (Peng et al., 2019) on a joint policy-and-value network."""
+class AWRJoint(AWR):
+  """AWR (Peng et al., 2019) on a joint policy-and-value network.
 
-  on_policy = False
+  Trax's had no entropy bonus: entropy_coeff defaults to 0, as AWR's.
+  """
 
-  def __init__(
-    self,
-    task: task_lib.RLTask,
-    beta: float = 1.0,
-    w_max: float = 20.0,
-    thresholds: Sequence[ac_losses.Threshold] | None = None,
-    **kwargs,
-  ):
-    """Configures AWRJoint.
-
-    Args:
-      task: the RLTask.
-      beta: temperature of the weights exp(advantage / beta).
-      w_max: the largest weight.
-      thresholds: optional (percentile, weight, minimum) weights instead.
-      **kwargs: for `agent.ActorCritic` (entropy_coeff: Trax's had none,
-        0) and `joint.Joint`.
-    """
-    super().__init__(task, _awr(beta, w_max, thresholds), joint.Joint, **kwargs)
+  layout_class = joint.Joint
