@@ -80,6 +80,8 @@ class ActorCritic(policy_agents.PolicyAgent):
   # The network layout (`separate.Separate` or `joint.Joint`); the knobs
   # its constructor names go to it.
   layout_class: Callable[..., Any] | None = None
+  # entropy_coeff when none is given (A2C and PPO: 0.01; AWR: 0, Trax's).
+  default_entropy_coeff: float = 0.0
   # The policy loss takes SamplingBatches (see `layout.Context`).
   sampled_actions: bool = False
 
@@ -107,7 +109,7 @@ class ActorCritic(policy_agents.PolicyAgent):
     task: task_lib.RLTask,
     objective: Any,
     layout_kwargs: dict[str, Any],
-    entropy_coeff: float = 0.0,
+    entropy_coeff: float | None = None,
     advantage_estimator: Callable[..., advantages.Estimator] = (
       advantages.td_lambda
     ),
@@ -116,6 +118,8 @@ class ActorCritic(policy_agents.PolicyAgent):
     advantage_normalization_factor: float = 1.0,
     added_policy_slice_length: int = 0,
     n_replay_epochs: int = 1,
+    max_slice_length: int = 1,
+    max_gradient_norm: float | None = None,
     normalize_observations: bool = False,
     normalization_sample_limit: float = float('inf'),
     normalization_epsilon: float = 1e-5,
@@ -131,7 +135,8 @@ class ActorCritic(policy_agents.PolicyAgent):
       task: the RLTask.
       objective: the algorithm's objective.
       layout_kwargs: its knobs.
-      entropy_coeff: weight of the entropy bonus.
+      entropy_coeff: weight of the entropy bonus (None: the class's
+        `default_entropy_coeff`, 0.01 for A2C and PPO, 0 for AWR).
       advantage_estimator: a factory from trax_rl.advantages (monte_carlo,
         td_k, td_lambda, gae), called as `f(gamma=, margin=)`; for the
         value targets (values + advantages) and the policy's advantages.
@@ -143,6 +148,9 @@ class ActorCritic(policy_agents.PolicyAgent):
         td_k); padding steps appended to the packed trajectories.
       n_replay_epochs: train on the last this many epochs (1 for on-policy
         algorithms).
+      max_slice_length: Trax's slice length; with feed-forward networks a
+        batch of B slices of length L is B * L steps.
+      max_gradient_norm: clip each network's gradients to this global norm.
       normalize_observations: normalize observations by running statistics.
       normalization_sample_limit: stop updating them after this many
         observations (Trax's Normalize.sample_limit).
@@ -193,7 +201,10 @@ class ActorCritic(policy_agents.PolicyAgent):
     )
     self._packed: dict[int, tuple[int, data_lib.EpochData]] = {}
     self._objective = objective
+    if entropy_coeff is None:
+      entropy_coeff = self.default_entropy_coeff
     self._entropy_coeff = entropy_coeff
+    validation.check_count('max_slice_length', max_slice_length, 1)
     self._adv_norm = ac_losses.AdvantageNormalization(
       advantage_normalization,
       advantage_normalization_epsilon,
@@ -213,6 +224,8 @@ class ActorCritic(policy_agents.PolicyAgent):
       ),
       make_policy_loss=self.make_policy_loss,
       sampled_actions=self.sampled_actions,
+      max_slice_length=max_slice_length,
+      max_gradient_norm=max_gradient_norm,
       next_key=self.next_key,
     )
     self._layout = self.layout_class(context, **layout_kwargs)

@@ -4,7 +4,10 @@ A2C, PPO, AWR and SamplingAWR train separate policy and value networks
 (`separate.Separate`); A2CJoint, PPOJoint and AWRJoint are the same
 algorithms on one joint network (`joint.Joint`): they differ from them only
 in `layout_class`. Each name only picks its objective, its layout and its
-defaults; every other knob is `agent.ActorCritic`'s or the layout's.
+defaults; every other knob is `agent.ActorCritic`'s (entropy_coeff, the
+advantage knobs, observation normalization, ...) or its layout's
+(`separate.Separate`'s policy_* and value_* knobs, `joint.Joint`'s
+batch_size, train_steps_per_epoch, value_loss_coeff, ...).
 """
 
 from collections.abc import Sequence
@@ -32,23 +35,16 @@ class A2C(agent.ActorCritic):
   on_policy = True
   layout_class = separate.Separate
 
-  def __init__(
-    self, task: task_lib.RLTask, entropy_coeff: float = 0.01, **kwargs
-  ):
-    """Configures A2C on separate networks.
+  default_entropy_coeff = 0.01
+
+  def __init__(self, task: task_lib.RLTask, **kwargs):
+    """Configures A2C (its objective has no knobs).
 
     Args:
       task: the RLTask.
-      entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
-        `joint.Joint` for the *Joint names).
+      **kwargs: for `agent.ActorCritic` and the layout.
     """
-    super().__init__(
-      task,
-      ac_losses.A2CObjective(),
-      entropy_coeff=entropy_coeff,
-      **kwargs,
-    )
+    super().__init__(task, ac_losses.A2CObjective(), **kwargs)
 
 
 class PPO(agent.ActorCritic):
@@ -57,28 +53,17 @@ class PPO(agent.ActorCritic):
   on_policy = True
   layout_class = separate.Separate
 
-  def __init__(
-    self,
-    task: task_lib.RLTask,
-    epsilon: float = 0.2,
-    entropy_coeff: float = 0.01,
-    **kwargs,
-  ):
-    """Configures PPO on separate networks.
+  default_entropy_coeff = 0.01
+
+  def __init__(self, task: task_lib.RLTask, epsilon: float = 0.2, **kwargs):
+    """Configures PPO.
 
     Args:
       task: the RLTask.
       epsilon: clip range of the probability ratio.
-      entropy_coeff: weight of the entropy bonus.
-      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
-        `joint.Joint` for the *Joint names).
+      **kwargs: for `agent.ActorCritic` and the layout.
     """
-    super().__init__(
-      task,
-      _ppo(epsilon),
-      entropy_coeff=entropy_coeff,
-      **kwargs,
-    )
+    super().__init__(task, _ppo(epsilon), **kwargs)
 
 
 class AWR(agent.ActorCritic):
@@ -103,13 +88,12 @@ class AWR(agent.ActorCritic):
       w_max: the largest weight.
       thresholds: optional (percentile, weight, minimum) triples: weights
         by advantage percentiles instead of exp (Trax's option).
-      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
-        `joint.Joint` for the *Joint names).
+      **kwargs: for `agent.ActorCritic` and the layout.
     """
     super().__init__(task, _awr(beta, w_max, thresholds), **kwargs)
 
 
-class SamplingAWR(agent.ActorCritic):
+class SamplingAWR(AWR):
   """AWR on Q-values of actions sampled from the behaviour policy (Trax's).
 
   The value network is a Q network (q_value=True). For each state,
@@ -117,16 +101,11 @@ class SamplingAWR(agent.ActorCritic):
   the advantage of each is Q(s, a_i) minus their mean.
   """
 
-  on_policy = False
-  layout_class = separate.Separate
   sampled_actions = True
 
   def __init__(
     self,
     task: task_lib.RLTask,
-    beta: float = 1.0,
-    w_max: float = 20.0,
-    thresholds: Sequence[ac_losses.Threshold] | None = None,
     reweight: bool = False,
     value_model: separate.ModelFn = models.ActionValue,
     **kwargs,
@@ -135,23 +114,13 @@ class SamplingAWR(agent.ActorCritic):
 
     Args:
       task: the RLTask.
-      beta: temperature of the weights.
-      w_max: the largest weight.
-      thresholds: as in AWR.
       reweight: weight sampled actions by pi_new / pi_behaviour.
       value_model: the Q module factory (takes observation and action).
-      **kwargs: for `agent.ActorCritic` and the layout (`separate.Separate`;
-        `joint.Joint` for the *Joint names) (not
-        q_value: it is on).
+      **kwargs: for AWR (beta, w_max, thresholds), `agent.ActorCritic` and
+        `separate.Separate` (not q_value: it is on).
     """
     self._reweight = reweight
-    super().__init__(
-      task,
-      _awr(beta, w_max, thresholds),
-      q_value=True,
-      value_model=value_model,
-      **kwargs,
-    )
+    super().__init__(task, q_value=True, value_model=value_model, **kwargs)
 
   def make_policy_loss(
     self, value_loss_coeff: float | None, all_discrete: bool

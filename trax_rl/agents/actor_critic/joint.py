@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from trax_rl import lr_schedules, validation
+from trax_rl import lr_schedules
 from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.agents.actor_critic import layout
 from trax_rl.losses import actor_critic as ac_losses
@@ -35,15 +35,13 @@ class Joint:
     self,
     context: layout.Context,
     joint_model: Callable[..., Any] = models.PolicyAndValue,
-    optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    lr_schedule: Callable[[], Any] = lr_schedules.constant_lr,
+    value_loss_coeff: float = 0.1,
     batch_size: int = 64,
     train_steps_per_epoch: int = 500,
     value_evals_per_epoch: int = 1,
     value_eval_steps: int = 1,
-    value_loss_coeff: float = 0.1,
-    max_slice_length: int = 1,
-    max_gradient_norm: float | None = None,
+    optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+    lr_schedule: Callable[[], Any] = lr_schedules.constant_lr,
   ):
     """Builds the network, its optimizer and Trainer.
 
@@ -62,35 +60,30 @@ class Joint:
       value_eval_steps: accepted for Trax configs (Trax's joint name:
         supervised_eval_steps).
       value_loss_coeff: weight of the value loss.
-      max_slice_length: Trax's slice length; a batch of B slices of length
-        L is B * L steps for these feed-forward networks.
-      max_gradient_norm: clip gradients to this global norm.
 
     Raises:
       ValueError: bad counts.
     """
-    for name, value in [
-      ('batch_size', batch_size),
-      ('train_steps_per_epoch', train_steps_per_epoch),
-      ('value_evals_per_epoch', value_evals_per_epoch),
-      ('value_eval_steps', value_eval_steps),
-      ('max_slice_length', max_slice_length),
-    ]:
-      validation.check_count(name, value, 1)
-    if train_steps_per_epoch % value_evals_per_epoch:
-      raise ValueError(
-        f'train_steps_per_epoch ({train_steps_per_epoch}) must be a '
-        f'multiple of value_evals_per_epoch ({value_evals_per_epoch})'
-      )
+    layout.check_counts(
+      dict(
+        batch_size=batch_size,
+        train_steps_per_epoch=train_steps_per_epoch,
+        value_evals_per_epoch=value_evals_per_epoch,
+        value_eval_steps=value_eval_steps,
+      ),
+      'train_steps_per_epoch',
+    )
     self._context = context
     self._steps = train_steps_per_epoch
     self._rounds = 1 if context.on_policy else value_evals_per_epoch
-    self._batch = batch_size * max_slice_length
+    self._batch = batch_size * context.max_slice_length
     self._net = networks.from_module(
       joint_model(n_inputs=context.distribution.n_inputs),
       context.example_observation,
     )
-    opt = update.make_optimizer(lr_schedule(), optimizer, max_gradient_norm)
+    opt = update.make_optimizer(
+      lr_schedule(), optimizer, context.max_gradient_norm
+    )
     loss = context.make_policy_loss(value_loss_coeff, False)
     self.trainers = {
       'joint': trainer_lib.Trainer(
@@ -98,15 +91,9 @@ class Joint:
       )
     }
     self._update = update.make_update_fn(self._net, loss, opt)
-
-  @property
-  def acting_network(self) -> networks.Network:
-    """The network whose apply gives (dist_inputs, values)."""
-    return self._net
-
-  @property
-  def acting_trainer(self) -> trainer_lib.Trainer:
-    return self.trainers['joint']
+    # The acting policy: the network and the Trainer that holds its params.
+    self.acting_network = self._net
+    self.acting_trainer = self.trainers['joint']
 
   def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
     """{'joint': [E, K, B]} step indices, E = value_evals_per_epoch."""

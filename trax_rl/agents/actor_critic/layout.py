@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 
+from trax_rl import validation
 from trax_rl.agents.actor_critic import data as data_lib
 
 # estimate(data, values [N], next_values [N]) -> (advantages, targets).
@@ -38,6 +39,8 @@ class Context:
       all_discrete says sampled actions enumerate all discrete actions.
     sampled_actions: the policy loss takes `SamplingBatch`es of actions
       sampled per state and their Q-values (Sampling AWR).
+    max_slice_length: Trax's slice length: batch sizes are multiplied by it.
+    max_gradient_norm: clip each network's gradients to this global norm.
     next_key: draws the next PRNG key of the agent (trainers' seeds).
   """
 
@@ -49,4 +52,26 @@ class Context:
   estimate: Estimate
   make_policy_loss: Callable[[float | None, bool], Any]
   sampled_actions: bool
+  max_slice_length: int
+  max_gradient_norm: float | None
   next_key: Callable[[], jax.Array]
+
+
+def check_counts(counts: dict[str, int], steps_name: str) -> None:
+  """Every count >= 1; counts[steps_name] a multiple of the value evals.
+
+  Args:
+    counts: knob name -> value; must hold 'value_evals_per_epoch'.
+    steps_name: the knob of the updates the value evals divide.
+
+  Raises:
+    ValueError: naming the knob.
+  """
+  for name, value in counts.items():
+    validation.check_count(name, value, 1)
+  steps, evals = counts[steps_name], counts['value_evals_per_epoch']
+  if steps % evals:
+    raise ValueError(
+      f'{steps_name} ({steps}) must be a multiple of value_evals_per_epoch '
+      f'({evals})'
+    )

@@ -57,8 +57,6 @@ class Separate:
     policy_train_steps_per_epoch: int = 500,
     policy_evals_per_epoch: int = 1,
     policy_eval_steps: int = 1,
-    max_slice_length: int = 1,
-    max_gradient_norm: float | None = None,
   ):
     """Builds both networks, their optimizers and Trainers.
 
@@ -97,40 +95,33 @@ class Separate:
       policy_train_steps_per_epoch: policy updates per epoch.
       policy_evals_per_epoch: accepted for Trax configs.
       policy_eval_steps: accepted for Trax configs.
-      max_slice_length: Trax's slice length; with feed-forward networks a
-        batch of B slices of length L is B * L steps.
-      max_gradient_norm: clip each network's gradients to this global norm.
 
     Raises:
       ValueError: bad counts or knob values.
     """
-    for name, value in [
-      ('value_train_steps_per_epoch', value_train_steps_per_epoch),
-      ('value_batch_size', value_batch_size),
-      ('policy_train_steps_per_epoch', policy_train_steps_per_epoch),
-      ('policy_batch_size', policy_batch_size),
-      ('value_evals_per_epoch', value_evals_per_epoch),
-      ('value_eval_steps', value_eval_steps),
-      ('policy_evals_per_epoch', policy_evals_per_epoch),
-      ('policy_eval_steps', policy_eval_steps),
-      ('max_slice_length', max_slice_length),
-      ('q_value_n_samples', q_value_n_samples),
-    ]:
-      validation.check_count(name, value, 1)
+    layout.check_counts(
+      dict(
+        value_train_steps_per_epoch=value_train_steps_per_epoch,
+        value_batch_size=value_batch_size,
+        policy_train_steps_per_epoch=policy_train_steps_per_epoch,
+        policy_batch_size=policy_batch_size,
+        value_evals_per_epoch=value_evals_per_epoch,
+        value_eval_steps=value_eval_steps,
+        policy_evals_per_epoch=policy_evals_per_epoch,
+        policy_eval_steps=policy_eval_steps,
+        q_value_n_samples=q_value_n_samples,
+      ),
+      'value_train_steps_per_epoch',
+    )
     validation.check_count('n_shared_layers', n_shared_layers, 0)
-    if value_train_steps_per_epoch % value_evals_per_epoch:
-      raise ValueError(
-        f'value_train_steps_per_epoch ({value_train_steps_per_epoch}) must '
-        f'be a multiple of value_evals_per_epoch ({value_evals_per_epoch})'
-      )
     self._context = context
     self._aggregate = value_estimates.aggregate_fn(q_value_aggregate)
     normalization = value_estimates.normalization_fn(q_value_normalization)
     self._value_steps = value_train_steps_per_epoch
     self._value_rounds = value_evals_per_epoch
-    self._value_batch = value_batch_size * max_slice_length
+    self._value_batch = value_batch_size * context.max_slice_length
     self._policy_steps = policy_train_steps_per_epoch
-    self._policy_batch = policy_batch_size * max_slice_length
+    self._policy_batch = policy_batch_size * context.max_slice_length
     self._n_shared = n_shared_layers
     self._q_value = q_value
     scale = 1.0 / (1.0 - context.gamma) if scale_value_targets else 1.0
@@ -156,10 +147,10 @@ class Separate:
       normalization,
     )
     policy_opt = update.make_optimizer(
-      policy_lr_schedule(), policy_optimizer, max_gradient_norm
+      policy_lr_schedule(), policy_optimizer, context.max_gradient_norm
     )
     value_opt = update.make_optimizer(
-      value_lr_schedule(), value_optimizer, max_gradient_norm
+      value_lr_schedule(), value_optimizer, context.max_gradient_norm
     )
     policy_loss = context.make_policy_loss(None, all_discrete)
     value_loss = ac_losses.ValueLoss(scale, q_value)
@@ -189,15 +180,9 @@ class Separate:
       self._policy_net, policy_loss, policy_opt
     )
     self._value_update = update.make_update_fn(value_net, value_loss, value_opt)
-
-  @property
-  def acting_network(self) -> networks.Network:
-    """The network whose apply gives the policy's dist_inputs."""
-    return self._policy_net
-
-  @property
-  def acting_trainer(self) -> trainer_lib.Trainer:
-    return self.trainers['policy']
+    # The acting policy: the network and the Trainer that holds its params.
+    self.acting_network = self._policy_net
+    self.acting_trainer = self.trainers['policy']
 
   def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
     """{'value': [E, K, B], 'policy': [K, B]} step indices (value first)."""
