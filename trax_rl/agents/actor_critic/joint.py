@@ -18,7 +18,6 @@ import optax
 from trax_rl import lr_schedules
 from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.agents.actor_critic import layout
-from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
@@ -120,9 +119,6 @@ class Joint:
       (new states, {'joint/...': ...} metrics).
     """
     del key
-    old_log_prob = self._context.distribution.log_prob(
-      data.dist_inputs, data.action
-    )
     _, first_targets, first_values = self._advantages(
       states['joint'].params, data
     )
@@ -132,18 +128,12 @@ class Joint:
         jax.lax.stop_gradient(state.params), data
       )
 
-      def step(state, i):
-        batch = ac_losses.PolicyBatch(
-          data.observation[i],
-          data.action[i],
-          adv[i],
-          old_log_prob[i],
-          data.mask[i],
-          targets[i],
-        )
-        return self._update(state, batch)
-
-      return jax.lax.scan(step, state, round_idx)
+      make_batch = data_lib.policy_minibatches(
+        self._context.distribution, data, adv, targets
+      )
+      return jax.lax.scan(
+        lambda state, i: self._update(state, make_batch(i)), state, round_idx
+      )
 
     state, extras = jax.lax.scan(one_round, states['joint'], idx['joint'])
     metrics = jax.tree.map(jnp.mean, extras.metrics)

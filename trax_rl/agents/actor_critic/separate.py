@@ -51,12 +51,12 @@ class Separate:
     q_value_n_samples: int = 1,
     q_value_normalization: str | value_estimates.Normalization | None = None,
     policy_model: ModelFn = models.Policy,
-    policy_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    policy_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     policy_batch_size: int = 64,
     policy_train_steps_per_epoch: int = 500,
     policy_evals_per_epoch: int = 1,
     policy_eval_steps: int = 1,
+    policy_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+    policy_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
   ):
     """Builds both networks, their optimizers and Trainers.
 
@@ -236,16 +236,8 @@ class Separate:
   def _policy_batches(self, value_params, data, adv, targets, key):
     """`make_batch(i)` of the policy loss for minibatch indices i [B]."""
     if not self._context.sampled_actions:
-      old_log_prob = self._context.distribution.log_prob(
-        data.dist_inputs, data.action
-      )
-      return lambda i: ac_losses.PolicyBatch(
-        data.observation[i],
-        data.action[i],
-        adv[i],
-        old_log_prob[i],
-        data.mask[i],
-        targets[i],
+      return data_lib.policy_minibatches(
+        self._context.distribution, data, adv, targets
       )
     actions, act_log_probs = self._critic.sample_actions(data.dist_inputs, key)
     q_values = self._critic.q_values(value_params, data.observation, actions)
