@@ -283,3 +283,28 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   restored.run(1)
   assert restored.current_epoch == 3 and restored.trainers['policy'].step == 6
   assert int(restored.observation_statistics.count) == 24
+
+
+@pytest.mark.parametrize('agent_class', [ac.PPO, ac.PPOJoint])
+def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
+  tiny = TINY
+  if agent_class is ac.PPOJoint:
+    tiny = dict(batch_size=8, train_steps_per_epoch=2)
+  agent = agent_class(
+    _counting_task(), n_interactions_per_epoch=8, seed=0, **tiny
+  )
+  data = agent.example_training_data()
+  idx = agent.layout.minibatch_indices(np.random.default_rng(0), 4)
+  states = {name: t.state for name, t in agent.trainers.items()}
+  # Inside an outer jit, as the device path will call it.
+  train = jax.jit(lambda s, d, i, k: agent.layout.train_on_batch(s, d, i, k))
+  key = jax.random.PRNGKey(1)
+  out_a, metrics_a = train(states, data, idx, key)
+  out_b, metrics_b = train(states, data, idx, key)
+  for a, b in zip(_leaves(out_a), _leaves(out_b)):
+    np.testing.assert_array_equal(a, b)
+  assert set(out_a) == set(agent.trainers)
+  assert all(np.isfinite(float(v)) for v in metrics_a.values())
+  # The states were not touched; every trainer took its updates.
+  for name, trainer in agent.trainers.items():
+    assert trainer.step == 0 and int(out_a[name].step) == 2

@@ -125,7 +125,7 @@ class ActorCritic(policy_agents.PolicyAgent):
     normalization_epsilon: float = 1e-5,
     normalization_clip: float | None = None,
     action_std: float = 1.0,
-    learn_std: str | None = None,
+    learn_std: distributions.LearnStd | str | None = None,
     offline: bool = False,
     **kwargs,
   ) -> None:
@@ -158,7 +158,8 @@ class ActorCritic(policy_agents.PolicyAgent):
       normalization_clip: clip normalized observations to [-clip, clip].
       action_std: for Box actions, the Gaussian's std (or the offset of a
         learned one).
-      learn_std: for Box actions, None (fixed std), 'shared' or 'separate'.
+      learn_std: for Box actions, None (fixed std) or a
+        `distributions.LearnStd` (or its value, 'shared' or 'separate').
       offline: use the stored actions as the behaviour policy's means
         (continuous actions with a fixed std only), as Trax's offline mode.
       **kwargs: for `Agent` (n_interactions_per_epoch, seed, ...).
