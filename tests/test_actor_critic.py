@@ -184,15 +184,15 @@ def test_off_policy_agents_train(agent_class, kwargs):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **{**TINY, **kwargs}
   )
-  before = _leaves(agent.trainers['value'].params)
+  before = _leaves(agent.trainers()['value'].params)
   agent.run(2)
-  after = _leaves(agent.trainers['value'].params)
+  after = _leaves(agent.trainers()['value'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
-  assert agent.trainers['policy'].step == 4
-  assert agent.trainers['value'].step == 4
+  assert agent.trainers()['policy'].step == 4
+  assert agent.trainers()['value'].step == 4
   if kwargs.get('n_shared_layers'):
-    policy = agent.trainers['policy'].params['params']
-    value = agent.trainers['value'].params['params']
+    policy = agent.trainers()['policy'].params['params']
+    value = agent.trainers()['value'].params['params']
     for a, b in zip(
       _leaves(policy['MLP_0']['Dense_0']), _leaves(value['MLP_0']['Dense_0'])
     ):
@@ -216,15 +216,15 @@ def test_sampling_awr_on_continuous_actions_with_learned_std():
   )
   agent.run(2)
   assert agent.policy_distribution.n_inputs == 2
-  assert agent.trainers['value'].step == 4
+  assert agent.trainers()['value'].step == 4
 
 
 def test_a2c_on_multi_discrete_actions():
   task = task_lib.RLTask(MultiDiscreteEnv, initial_trajectories=0, n_envs=2)
   agent = ac.A2C(task, n_interactions_per_epoch=8, seed=0, **TINY)
-  before = _leaves(agent.trainers['policy'].params)
+  before = _leaves(agent.trainers()['policy'].params)
   agent.run(1)
-  after = _leaves(agent.trainers['policy'].params)
+  after = _leaves(agent.trainers()['policy'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
   action, info = agent.make_policy(1.0, evaluation=True)(
     np.zeros((2, 2), np.float32), np.ones(2, bool)
@@ -273,7 +273,7 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   assert restored.restore()
   assert restored.current_epoch == 2
   for name in ('policy', 'value'):
-    a, b = agent.trainers[name].state, restored.trainers[name].state
+    a, b = agent.trainers()[name].state, restored.trainers()[name].state
     for x, y in zip(_leaves(a), _leaves(b)):
       np.testing.assert_array_equal(x, y)
   for x, y in zip(
@@ -281,7 +281,7 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   ):
     np.testing.assert_array_equal(x, y)
   restored.run(1)
-  assert restored.current_epoch == 3 and restored.trainers['policy'].step == 6
+  assert restored.current_epoch == 3 and restored.trainers()['policy'].step == 6
   assert int(restored.observation_statistics.count) == 24
 
 
@@ -295,7 +295,7 @@ def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
   )
   data = agent.example_training_data()
   idx = agent.layout.minibatch_indices(np.random.default_rng(0), 4)
-  states = {name: t.state for name, t in agent.trainers.items()}
+  states = {name: t.state for name, t in agent.trainers().items()}
   # Inside an outer jit, as the device path will call it.
   train = jax.jit(lambda s, d, i, k: agent.layout.train_on_batch(s, d, i, k))
   key = jax.random.PRNGKey(1)
@@ -303,8 +303,8 @@ def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
   out_b, metrics_b = train(states, data, idx, key)
   for a, b in zip(_leaves(out_a), _leaves(out_b)):
     np.testing.assert_array_equal(a, b)
-  assert set(out_a) == set(agent.trainers)
+  assert set(out_a) == set(agent.trainers())
   assert all(np.isfinite(float(v)) for v in metrics_a.values())
   # The states were not touched; every trainer took its updates.
-  for name, trainer in agent.trainers.items():
+  for name, trainer in agent.trainers().items():
     assert trainer.step == 0 and int(out_a[name].step) == 2

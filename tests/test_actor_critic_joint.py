@@ -52,10 +52,10 @@ def test_joint_agents_train(agent_class, kwargs):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
   )
-  before = _leaves(agent.trainers['joint'].params)
+  before = _leaves(agent.trainers()['joint'].params)
   agent.run(2)
-  assert agent.trainers['joint'].step == 4
-  after = _leaves(agent.trainers['joint'].params)
+  assert agent.trainers()['joint'].step == 4
+  after = _leaves(agent.trainers()['joint'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
 
 
@@ -110,8 +110,8 @@ def test_save_and_restore_mid_run(tmp_path):
   assert restored.restore()
   assert restored.current_epoch == 2
   for x, y in zip(
-    _leaves(agent.trainers['joint'].state),
-    _leaves(restored.trainers['joint'].state),
+    _leaves(agent.trainers()['joint'].state),
+    _leaves(restored.trainers()['joint'].state),
   ):
     np.testing.assert_array_equal(x, y)
   for x, y in zip(
@@ -120,7 +120,7 @@ def test_save_and_restore_mid_run(tmp_path):
     np.testing.assert_array_equal(x, y)
   assert int(restored.observation_statistics.count) == 16
   restored.run(1)
-  assert restored.current_epoch == 3 and restored.trainers['joint'].step == 6
+  assert restored.current_epoch == 3 and restored.trainers()['joint'].step == 6
 
 
 def _one_epoch_params(**kwargs):
@@ -128,7 +128,7 @@ def _one_epoch_params(**kwargs):
     _counting_task(seed=0), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
   )
   agent.run(1)
-  return _leaves(agent.trainers['joint'].params)
+  return _leaves(agent.trainers()['joint'].params)
 
 
 def test_old_knob_name_is_an_alias_of_the_new_one():

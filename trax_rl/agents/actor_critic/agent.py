@@ -249,7 +249,6 @@ class ActorCritic(policy_agents.PolicyAgent):
   def layout(self) -> Any:
     return self._layout
 
-  @property
   def trainers(self) -> dict[str, Any]:
     """The layout's Trainers by name ('policy' and 'value', or 'joint')."""
     return self._layout.trainers
@@ -365,13 +364,13 @@ class ActorCritic(policy_agents.PolicyAgent):
   def _train_args(self, data: data_lib.EpochData):
     idx = self._layout.minibatch_indices(self._rng, int(data.mask.sum()))
     key = self.next_key() if self._layout.uses_key else _UNUSED_KEY
-    states = {name: t.state for name, t in self.trainers.items()}
+    states = {name: t.state for name, t in self.trainers().items()}
     return states, self._stats, data, idx, key
 
   def train_epoch(self) -> dict[str, float]:
     states, metrics = self._train(*self._train_args(self.training_data()))
     for name, state in states.items():
-      self.trainers[name].state = state
+      self.trainers()[name].state = state
     return {k: float(v) for k, v in metrics.items()}
 
   def compile_update(self) -> None:
@@ -383,7 +382,7 @@ class ActorCritic(policy_agents.PolicyAgent):
       super().state_dict(),
       observation_statistics=[np.asarray(x) for x in self._stats],
     )
-    for name, trainer in self.trainers.items():
+    for name, trainer in self.trainers().items():
       state[name] = trainer.state_dict()
     return state
 
@@ -392,5 +391,5 @@ class ActorCritic(policy_agents.PolicyAgent):
     self._stats = normalization.RunningStatistics(
       *[jnp.asarray(x) for x in state['observation_statistics']]
     )
-    for name, trainer in self.trainers.items():
+    for name, trainer in self.trainers().items():
       trainer.load_state_dict(state[name])
