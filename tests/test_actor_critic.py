@@ -9,7 +9,8 @@ import pytest
 
 from trax_rl import advantages, trajectory
 from trax_rl import task as task_lib
-from trax_rl.agents import actor_critic as ac
+from trax_rl.agents.actor_critic import algorithms as ac
+from trax_rl.agents.actor_critic import data as ac_data
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
@@ -80,7 +81,9 @@ def test_pack_trajectories():
     agent_info={'dist_inputs': np.array([0.5, 0.6], np.float32)},
   )
   empty = trajectory.Trajectory(np.array([9.0, 9.0], np.float32))
-  data = ac.pack_trajectories([done, empty, cut], 2, np.zeros(2, np.float32))
+  data = ac_data.pack_trajectories(
+    [done, empty, cut], 2, np.zeros(2, np.float32)
+  )
   np.testing.assert_array_equal(data.observation[:, 0], [0.0, 1.0, 5.0])
   np.testing.assert_array_equal(data.next_observation[:, 0], [1.0, 2.0, 6.0])
   np.testing.assert_array_equal(data.action, [1, 0, 1])
@@ -88,12 +91,12 @@ def test_pack_trajectories():
   np.testing.assert_array_equal(data.terminal, [0.0, 1.0, 0.0])
   np.testing.assert_array_equal(data.boundary, [0.0, 0.0, 1.0])
   np.testing.assert_allclose(data.dist_inputs[:, 1], [0.2, 0.4, 0.6])
-  padded = ac.pad_epoch_data(data, ac.bucket_size(3))
+  padded = ac_data.pad_epoch_data(data, ac_data.bucket_size(3))
   assert padded.mask.tolist() == [1.0, 1.0, 1.0, 0.0]
 
 
 def test_minibatch_indices_are_passes_over_the_data():
-  idx = ac.minibatch_indices(np.random.default_rng(0), 6, 4, 3)
+  idx = ac_data.minibatch_indices(np.random.default_rng(0), 6, 4, 3)
   assert idx.shape == (4, 3)
   flat = idx.reshape(-1)
   assert sorted(flat[:6]) == list(range(6))
@@ -168,7 +171,7 @@ def test_gaussian_actions_respect_bounds_and_temperature_zero():
     (
       ac.SamplingAWR,
       dict(
-        value_model=functools.partial(ac.ActionValue, body=SMALL),
+        value_model=functools.partial(models.ActionValue, body=SMALL),
         q_value_n_samples=2,
         q_value_aggregate='logsumexp',
         reweight=True,
@@ -181,15 +184,15 @@ def test_off_policy_agents_train(agent_class, kwargs):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **{**TINY, **kwargs}
   )
-  before = _leaves(agent.value_trainer.params)
+  before = _leaves(agent.trainers()['value'].params)
   agent.run(2)
-  after = _leaves(agent.value_trainer.params)
+  after = _leaves(agent.trainers()['value'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
-  assert agent.policy_trainer.step == 4
-  assert agent.value_trainer.step == 4
+  assert agent.trainers()['policy'].step == 4
+  assert agent.trainers()['value'].step == 4
   if kwargs.get('n_shared_layers'):
-    policy = agent.policy_trainer.params['params']
-    value = agent.value_trainer.params['params']
+    policy = agent.trainers()['policy'].params['params']
+    value = agent.trainers()['value'].params['params']
     for a, b in zip(
       _leaves(policy['MLP_0']['Dense_0']), _leaves(value['MLP_0']['Dense_0'])
     ):
@@ -206,19 +209,22 @@ def test_sampling_awr_on_continuous_actions_with_learned_std():
     q_value_n_samples=3,
     n_interactions_per_epoch=10,
     seed=0,
-    **{**TINY, 'value_model': functools.partial(ac.ActionValue, body=SMALL)},
+    **{
+      **TINY,
+      'value_model': functools.partial(models.ActionValue, body=SMALL),
+    },
   )
   agent.run(2)
   assert agent.policy_distribution.n_inputs == 2
-  assert agent.value_trainer.step == 4
+  assert agent.trainers()['value'].step == 4
 
 
 def test_a2c_on_multi_discrete_actions():
   task = task_lib.RLTask(MultiDiscreteEnv, initial_trajectories=0, n_envs=2)
   agent = ac.A2C(task, n_interactions_per_epoch=8, seed=0, **TINY)
-  before = _leaves(agent.policy_trainer.params)
+  before = _leaves(agent.trainers()['policy'].params)
   agent.run(1)
-  after = _leaves(agent.policy_trainer.params)
+  after = _leaves(agent.trainers()['policy'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
   action, info = agent.make_policy(1.0, evaluation=True)(
     np.zeros((2, 2), np.float32), np.ones(2, bool)
@@ -266,8 +272,8 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   restored = make()
   assert restored.restore()
   assert restored.current_epoch == 2
-  for name in ('policy_trainer', 'value_trainer'):
-    a, b = getattr(agent, name).state, getattr(restored, name).state
+  for name in ('policy', 'value'):
+    a, b = agent.trainers()[name].state, restored.trainers()[name].state
     for x, y in zip(_leaves(a), _leaves(b)):
       np.testing.assert_array_equal(x, y)
   for x, y in zip(
@@ -275,5 +281,30 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   ):
     np.testing.assert_array_equal(x, y)
   restored.run(1)
-  assert restored.current_epoch == 3 and restored.policy_trainer.step == 6
+  assert restored.current_epoch == 3 and restored.trainers()['policy'].step == 6
   assert int(restored.observation_statistics.count) == 24
+
+
+@pytest.mark.parametrize('agent_class', [ac.PPO, ac.PPOJoint])
+def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
+  tiny = TINY
+  if agent_class is ac.PPOJoint:
+    tiny = dict(batch_size=8, train_steps_per_epoch=2)
+  agent = agent_class(
+    _counting_task(), n_interactions_per_epoch=8, seed=0, **tiny
+  )
+  data = agent.example_training_data()
+  idx = agent.layout.minibatch_indices(np.random.default_rng(0), 4)
+  states = {name: t.state for name, t in agent.trainers().items()}
+  # Inside an outer jit, as the device path will call it.
+  train = jax.jit(lambda s, d, i, k: agent.layout.train_on_batch(s, d, i, k))
+  key = jax.random.PRNGKey(1)
+  out_a, metrics_a = train(states, data, idx, key)
+  out_b, metrics_b = train(states, data, idx, key)
+  for a, b in zip(_leaves(out_a), _leaves(out_b)):
+    np.testing.assert_array_equal(a, b)
+  assert set(out_a) == set(agent.trainers())
+  assert all(np.isfinite(float(v)) for v in metrics_a.values())
+  # The states were not touched; every trainer took its updates.
+  for name, trainer in agent.trainers().items():
+    assert trainer.step == 0 and int(out_a[name].step) == 2

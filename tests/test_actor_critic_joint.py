@@ -2,12 +2,14 @@
 
 import functools
 
+import gin
 import jax
 import numpy as np
 import pytest
 
+from trax_rl import configurables
 from trax_rl import task as task_lib
-from trax_rl.agents import actor_critic_joint as acj
+from trax_rl.agents.actor_critic import algorithms as acj
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
@@ -50,10 +52,10 @@ def test_joint_agents_train(agent_class, kwargs):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
   )
-  before = _leaves(agent.trainer.params)
+  before = _leaves(agent.trainers()['joint'].params)
   agent.run(2)
-  assert agent.trainer.step == 4
-  after = _leaves(agent.trainer.params)
+  assert agent.trainers()['joint'].step == 4
+  after = _leaves(agent.trainers()['joint'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
 
 
@@ -82,7 +84,7 @@ def test_on_policy_joint_refuses_replay():
     acj.PPOJoint(
       _counting_task(), n_replay_epochs=4, n_interactions_per_epoch=8
     )
-  with pytest.raises(ValueError, match='supervised_evals_per_epoch'):
+  with pytest.raises(ValueError, match='value_evals_per_epoch'):
     acj.AWRJoint(
       _counting_task(),
       train_steps_per_epoch=3,
@@ -108,7 +110,8 @@ def test_save_and_restore_mid_run(tmp_path):
   assert restored.restore()
   assert restored.current_epoch == 2
   for x, y in zip(
-    _leaves(agent.trainer.state), _leaves(restored.trainer.state)
+    _leaves(agent.trainers()['joint'].state),
+    _leaves(restored.trainers()['joint'].state),
   ):
     np.testing.assert_array_equal(x, y)
   for x, y in zip(
@@ -117,4 +120,49 @@ def test_save_and_restore_mid_run(tmp_path):
     np.testing.assert_array_equal(x, y)
   assert int(restored.observation_statistics.count) == 16
   restored.run(1)
-  assert restored.current_epoch == 3 and restored.trainer.step == 6
+  assert restored.current_epoch == 3 and restored.trainers()['joint'].step == 6
+
+
+def _one_epoch_params(**kwargs):
+  agent = acj.PPOJoint(
+    _counting_task(seed=0), n_interactions_per_epoch=8, seed=0, **TINY, **kwargs
+  )
+  agent.run(1)
+  return _leaves(agent.trainers()['joint'].params)
+
+
+def test_old_knob_name_is_an_alias_of_the_new_one():
+  old = _one_epoch_params(normalize_advantages=False)
+  new = _one_epoch_params(advantage_normalization=False)
+  default = _one_epoch_params()
+  for a, b in zip(old, new):
+    np.testing.assert_array_equal(a, b)
+  # The knob matters: normalized advantages train differently.
+  assert any(not np.allclose(a, b) for a, b in zip(new, default))
+  with pytest.raises(ValueError, match='normalize_advantages is an alias'):
+    acj.PPOJoint(
+      _counting_task(),
+      normalize_advantages=False,
+      advantage_normalization=False,
+      n_interactions_per_epoch=8,
+    )
+
+
+def test_alias_and_misspelled_knob_in_gin(tmp_path):
+  def build(*bindings):
+    gin.clear_config()
+    configurables.parse(['gin/ppo_joint_cartpole.gin'], bindings)
+    try:
+      return configurables.train_rl(output_dir=str(tmp_path), build_only=True)
+    finally:
+      gin.clear_config()
+
+  agent = build('PPOJoint.supervised_evals_per_epoch = 4')
+  agent.close()
+  with pytest.raises(ValueError, match='value_evals_per_epoch'):
+    build(
+      'PPOJoint.supervised_evals_per_epoch = 4',
+      'PPOJoint.train_steps_per_epoch = 6',
+    )
+  with pytest.raises(ValueError, match='unknown gin binding PPOJoint.normal'):
+    build('PPOJoint.normalise_advantages = False')

@@ -11,6 +11,7 @@ from absl.testing import absltest
 
 from trax_rl import advantages, distributions
 from trax_rl.losses import actor_critic as ac_losses
+from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
 
 # A "network" that returns its input: observations are the dist_inputs.
@@ -48,12 +49,13 @@ class PPOObjectiveTest(chex.TestCase):
       advantage=jnp.array([1.0, -1.0]),
       old_log_prob=jnp.log(jnp.array([0.5, 0.5])),
       mask=jnp.array([1.0, 1.0]),
+      value_target=jnp.zeros(2),
     )
-    loss_fn = ac_losses.PPOLoss(
+    loss_fn = ac_losses.PolicyLoss(
       distributions.Categorical(2),
+      ac_losses.PPOObjective(epsilon=0.2),
       entropy_coeff=0.5,
-      epsilon=0.2,
-      advantage_normalization=False,
+      normalization=ac_losses.AdvantageNormalization(enabled=False),
     )
     loss, extra = self.variant(functools.partial(loss_fn, IDENTITY))(
       {}, (), batch, KEY
@@ -97,9 +99,12 @@ class AWRWeightsTest(chex.TestCase):
       advantage=jnp.array([0.0, 1.0, 5.0]),
       old_log_prob=jnp.zeros(3),
       mask=jnp.array([1.0, 1.0, 0.0]),
+      value_target=jnp.zeros(3),
     )
-    loss_fn = ac_losses.AWRLoss(
-      distributions.Categorical(2), advantage_normalization=False
+    loss_fn = ac_losses.PolicyLoss(
+      distributions.Categorical(2),
+      ac_losses.AWRObjective(),
+      normalization=ac_losses.AdvantageNormalization(enabled=False),
     )
     loss, _ = self.variant(functools.partial(loss_fn, IDENTITY))(
       {}, (), batch, KEY
@@ -121,7 +126,7 @@ class AdvantageTest(chex.TestCase):
 
   def _run(self, variant, estimator, margin=0):
     fn = functools.partial(
-      ac_losses.advantages_and_targets, estimator, margin, 0.5
+      value_estimates.advantages_and_targets, estimator, margin, 0.5
     )
     return variant(fn)(
       self.reward,
@@ -167,7 +172,7 @@ class NormalizationAndAggregationTest(chex.TestCase):
   def test_advantage_normalization(self):
     # Over the unmasked [1, 2, 3]: mean 2, std sqrt(2/3); factor 2.
     fn = functools.partial(
-      ac_losses.preprocess_advantages, epsilon=0.0, factor=2.0
+      value_estimates.preprocess_advantages, epsilon=0.0, factor=2.0
     )
     out = self.variant(fn)(
       jnp.array([1.0, 2.0, 3.0, 4.0]), jnp.array([1.0, 1.0, 1.0, 0.0])
@@ -180,11 +185,23 @@ class NormalizationAndAggregationTest(chex.TestCase):
   @chex.variants(with_jit=True, without_jit=True)
   def test_aggregate_values(self):
     q = jnp.array([[1.0, 2.0], [3.0, 6.0]])  # [S=2, B=2]
-    agg = lambda **kw: self.variant(
-      functools.partial(ac_losses.aggregate_values, **kw)
-    )(q)
+
+    def agg(aggregate, **kw):
+      aggregate = value_estimates.aggregate_fn(aggregate)
+      return self.variant(
+        functools.partial(
+          value_estimates.aggregate_values, aggregate=aggregate, **kw
+        )
+      )(q)
+
     np.testing.assert_allclose(agg(aggregate='mean'), [2.0, 4.0])
     np.testing.assert_allclose(agg(aggregate='max'), [3.0, 6.0])
+    # A function is a choice too; 'std' scales Q by its std and back.
+    np.testing.assert_allclose(
+      agg(value_estimates.maximum, normalization=value_estimates.std_scale),
+      [3.0, 6.0],
+      rtol=1e-5,
+    )
     # Column [2, 6] at T 2: 2 * log(mean(e^1, e^3)).
     out = agg(aggregate='logsumexp', temperature=2.0)
     np.testing.assert_allclose(
@@ -197,12 +214,14 @@ class NormalizationAndAggregationTest(chex.TestCase):
     )
     # Probability-weighted mean over all actions (probs 0.25, 0.75).
     logp = jnp.log(jnp.array([[0.25, 0.25], [0.75, 0.75]]))
-    out = ac_losses.aggregate_values(q, 'mean', act_log_probs=logp)
+    out = value_estimates.mean(q, weights=jnp.exp(logp))
     np.testing.assert_allclose(out, [2.5, 5.0], rtol=1e-5)
 
   def test_bad_aggregate(self):
     with self.assertRaisesRegex(ValueError, 'q_value_aggregate'):
-      ac_losses.aggregate_values(jnp.zeros((1, 1)), 'median')
+      value_estimates.aggregate_fn('median')
+    with self.assertRaisesRegex(ValueError, 'q_value_normalization'):
+      value_estimates.normalization_fn('var')
 
 
 class JointLossTest(chex.TestCase):
@@ -211,19 +230,20 @@ class JointLossTest(chex.TestCase):
     # Uniform logits, value 1, target 3: value loss 4. log pi = log 0.5,
     # advantages [1, -1] (not normalized): objective mean 0.
     obs = jnp.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
-    batch = ac_losses.JointBatch(
+    batch = ac_losses.PolicyBatch(
       observation=obs,
       action=jnp.array([0, 1]),
       advantage=jnp.array([1.0, 3.0]),
-      value_target=jnp.array([3.0, 3.0]),
       old_log_prob=jnp.zeros(2),
       mask=jnp.ones(2),
+      value_target=jnp.array([3.0, 3.0]),
     )
-    loss_fn = ac_losses.A2CJointLoss(
+    loss_fn = ac_losses.PolicyLoss(
       distributions.Categorical(2),
-      value_loss_coeff=0.5,
+      ac_losses.A2CObjective(),
       entropy_coeff=0.1,
-      normalize_advantages=False,
+      normalization=ac_losses.AdvantageNormalization(enabled=False),
+      value_loss_coeff=0.5,
     )
     loss, extra = self.variant(functools.partial(loss_fn, JOINT))(
       {}, (), batch, KEY
@@ -233,6 +253,64 @@ class JointLossTest(chex.TestCase):
       loss, 2 * math.log(2) + 2.0 - 0.1 * math.log(2), rtol=1e-5
     )
     np.testing.assert_allclose(extra.metrics['value_loss'], 4.0)
+
+
+class SameObjectiveOnBothLayoutsTest(chex.TestCase):
+  # Three steps, two actions; the policy network's output is the joint
+  # one's policy head (obs[:, :2]); values obs[:, 2].
+  obs = jnp.array(
+    [[0.2, -0.3, 1.0], [1.0, 0.5, 2.0], [-0.4, 0.1, 0.5]], jnp.float32
+  )
+  batch = ac_losses.PolicyBatch(
+    observation=obs,
+    action=jnp.array([0, 1, 1]),
+    advantage=jnp.array([1.5, -0.5, 2.0]),
+    old_log_prob=jnp.log(jnp.array([0.4, 0.5, 0.6])),
+    mask=jnp.array([1.0, 1.0, 1.0]),
+    value_target=jnp.array([2.0, 2.0, 2.0]),
+  )
+  policy_net = networks.Network(
+    init=lambda key: {}, apply=lambda p, obs: obs[:, :2]
+  )
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_policy_and_joint_losses_share_the_objective(self):
+    dist = distributions.Categorical(2)
+    logp = jax.nn.log_softmax(self.obs[:, :2])[jnp.arange(3), self.batch.action]
+    # Advantages normalized over the batch (epsilon 1e-5), no gradient.
+    adv = self.batch.advantage
+    adv = (adv - adv.mean()) / (adv.std() + 1e-5)
+    ratio = jnp.exp(logp - self.batch.old_log_prob)
+    expected = {
+      'a2c': -jnp.mean(logp * adv),
+      'ppo': -jnp.mean(
+        jnp.minimum(ratio * adv, jnp.clip(ratio, 0.8, 1.2) * adv)
+      ),
+      'awr': -jnp.mean(logp * jnp.minimum(jnp.exp(adv / 0.5), 20.0)),
+    }
+    objectives = {
+      'a2c': ac_losses.A2CObjective(),
+      'ppo': ac_losses.PPOObjective(0.2),
+      'awr': ac_losses.AWRObjective(beta=0.5),
+    }
+    # Value loss of the joint network: mean((v - 2)^2) of v = 1, 2, 0.5.
+    value_loss = (1.0 + 0.0 + 2.25) / 3
+    for name, objective in objectives.items():
+      policy = ac_losses.PolicyLoss(dist, objective)
+      joint = ac_losses.PolicyLoss(dist, objective, value_loss_coeff=0.5)
+      got_policy, _ = self.variant(functools.partial(policy, self.policy_net))(
+        {}, (), self.batch, KEY
+      )
+      got_joint, extra = self.variant(functools.partial(joint, JOINT))(
+        {}, (), self.batch, KEY
+      )
+      np.testing.assert_allclose(got_policy, expected[name], rtol=1e-5)
+      np.testing.assert_allclose(
+        got_joint, expected[name] + 0.5 * value_loss, rtol=1e-5
+      )
+      np.testing.assert_allclose(
+        extra.metrics['value_loss'], value_loss, rtol=1e-5
+      )
 
 
 if __name__ == '__main__':

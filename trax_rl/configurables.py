@@ -17,14 +17,13 @@ from etils import epath
 
 from trax_rl import advantages, checkpoint, envs, lr_schedules, task
 from trax_rl.agents import (
-  actor_critic,
-  actor_critic_joint,
   base,
   policy_agents,
   r2d2,
   replay_value,
   value_agents,
 )
+from trax_rl.agents.actor_critic import algorithms as actor_critic
 from trax_rl.losses import q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -92,9 +91,9 @@ _register(
   actor_critic.AWR,
   actor_critic.SamplingAWR,
   models.ActionValue,
-  actor_critic_joint.PPOJoint,
-  actor_critic_joint.A2CJoint,
-  actor_critic_joint.AWRJoint,
+  actor_critic.PPOJoint,
+  actor_critic.A2CJoint,
+  actor_critic.AWRJoint,
 )
 
 

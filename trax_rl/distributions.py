@@ -13,6 +13,7 @@ a Python float or a traced scalar.
 """
 
 import dataclasses
+import enum
 import math
 
 import gymnasium as gym
@@ -22,7 +23,18 @@ import numpy as np
 
 from trax_rl import types
 
-_LEARN_STD_OPTIONS = (None, 'shared', 'separate')
+
+class LearnStd(enum.Enum):
+  """How a Gaussian's std is learned (None, the third choice: a fixed std).
+
+  Gin files name the choices by their values: `learn_std = 'separate'`.
+  """
+
+  SHARED = 'shared'  # One learned std for all dimensions.
+  SEPARATE = 'separate'  # One learned std per dimension.
+
+
+_LEARN_STD_OPTIONS = (None,) + tuple(m.value for m in LearnStd)
 
 
 def _safe_temperature(temperature):
@@ -191,22 +203,26 @@ class Gaussian:
   Attributes:
     shape: shape of one sample.
     std: the fixed standard deviation, or the offset of a learned one.
-    learn_std: None for a fixed `std`; 'shared' for one learned std for all
-      dimensions (one extra input); 'separate' for one learned std per
-      dimension (as many extra inputs as dimensions).
+    learn_std: None for a fixed `std`; `LearnStd.SHARED` ('shared') for
+      one learned std for all dimensions (one extra input);
+      `LearnStd.SEPARATE` ('separate') for one learned std per dimension
+      (as many extra inputs as dimensions). Strings become `LearnStd`.
   """
 
   shape: tuple[int, ...] = ()
   std: float = 1.0
-  learn_std: str | None = None
+  learn_std: LearnStd | str | None = None
 
   def __post_init__(self):
     object.__setattr__(self, 'shape', tuple(int(d) for d in self.shape))
-    if self.learn_std not in _LEARN_STD_OPTIONS:
-      raise ValueError(
-        f'learn_std must be one of {_LEARN_STD_OPTIONS}, '
-        f'got {self.learn_std!r}.'
-      )
+    if self.learn_std is not None:
+      try:
+        object.__setattr__(self, 'learn_std', LearnStd(self.learn_std))
+      except ValueError:
+        raise ValueError(
+          f'learn_std must be one of {_LEARN_STD_OPTIONS}, '
+          f'got {self.learn_std!r}.'
+        ) from None
     if self.learn_std is None and not self.std > 0:
       raise ValueError(f'A fixed std must be > 0, got {self.std}.')
 
@@ -217,7 +233,8 @@ class Gaussian:
   @property
   def n_inputs(self) -> int:
     n = self._n_dims
-    return {None: n, 'shared': n + 1, 'separate': 2 * n}[self.learn_std]
+    extra = {None: 0, LearnStd.SHARED: 1, LearnStd.SEPARATE: n}
+    return n + extra[self.learn_std]
 
   def _params(self, inputs):
     """Returns (mean, std), both [..., n_dims], from inputs [..., n_inputs]."""
@@ -269,7 +286,7 @@ Distribution = Categorical | MultiCategorical | Gaussian
 
 
 def create_distribution(
-  space: gym.Space, std: float = 1.0, learn_std: str | None = None
+  space: gym.Space, std: float = 1.0, learn_std: LearnStd | str | None = None
 ) -> Distribution:
   """Returns the distribution of actions in a gymnasium space.
 

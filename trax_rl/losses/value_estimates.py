@@ -6,13 +6,13 @@ sampled actions where the critic is a Q network (`aggregate_values`), and
 the losses normalize advantages per minibatch (`preprocess_advantages`).
 """
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
 from trax_rl import advantages as advantages_lib
 from trax_rl.losses import policy as policy_losses
-
-masked_mean = policy_losses.masked_mean
 
 
 def preprocess_advantages(
@@ -40,64 +40,118 @@ def preprocess_advantages(
   return factor * policy_losses.normalize_advantages(advantages, mask, epsilon)
 
 
+Aggregate = Callable[[jax.Array, float], jax.Array]
+Normalization = Callable[[jax.Array], jax.Array]
+
+
+def mean(
+  q_values: jax.Array,
+  temperature: float = 1.0,
+  weights: jax.Array | None = None,
+) -> jax.Array:
+  """[B] mean of Q [S, B] over samples (given weights [S, B], their sum)."""
+  del temperature
+  if weights is None:
+    return jnp.mean(q_values, axis=0)
+  return jnp.sum(q_values * weights, axis=0)
+
+
+def maximum(q_values: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """[B] max of Q [S, B] over samples."""
+  del temperature
+  return jnp.max(q_values, axis=0)
+
+
+def softmax(q_values: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """[B] sum of Q [S, B] times softmax(Q / temperature) over samples."""
+  weights = jax.nn.softmax(q_values / temperature, axis=0)
+  return jnp.sum(q_values * weights, axis=0)
+
+
+def logsumexp(q_values: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """[B] temperature * log mean exp(Q / temperature) over samples."""
+  n = q_values.shape[0]
+  lse = jax.nn.logsumexp(q_values / temperature, axis=0)
+  return (lse - jnp.log(n)) * temperature
+
+
+def std_scale(q_values: jax.Array) -> jax.Array:
+  """Spread of Q-values: their std (+1e-5)."""
+  return jnp.std(q_values) + 1e-5
+
+
+def abs_scale(q_values: jax.Array) -> jax.Array:
+  """Spread of Q-values: their mean absolute deviation (+1e-5)."""
+  return jnp.mean(jnp.abs(q_values - jnp.mean(q_values))) + 1e-5
+
+
+# Trax's string names of the aggregates and normalizations (its gin knobs
+# `q_value_aggregate` and `q_value_normalization`), resolved here only.
+AGGREGATES = {
+  'mean': mean,
+  'max': maximum,
+  'softmax': softmax,
+  'logsumexp': logsumexp,
+}
+NORMALIZATIONS = {None: None, 'std': std_scale, 'abs': abs_scale}
+
+
+def aggregate_fn(aggregate: str | Aggregate) -> Aggregate:
+  """The aggregate named by Trax's string, or the given function.
+
+  Raises:
+    ValueError: an unknown name.
+  """
+  if callable(aggregate):
+    return aggregate
+  if aggregate not in AGGREGATES:
+    raise ValueError(
+      f'q_value_aggregate must be one of {sorted(AGGREGATES)} or a '
+      f'function, got {aggregate!r}'
+    )
+  return AGGREGATES[aggregate]
+
+
+def normalization_fn(
+  normalization: str | Normalization | None,
+) -> Normalization | None:
+  """The Q-value normalization named by Trax's string (or None), or a function.
+
+  Raises:
+    ValueError: an unknown name.
+  """
+  if normalization is None or callable(normalization):
+    return normalization
+  if normalization not in NORMALIZATIONS:
+    raise ValueError(
+      "q_value_normalization must be None, 'std', 'abs' or a function, got "
+      f'{normalization!r}'
+    )
+  return NORMALIZATIONS[normalization]
+
+
 def aggregate_values(
   q_values: jax.Array,
-  aggregate: str = 'mean',
+  aggregate: Aggregate = mean,
   temperature: float = 1.0,
-  normalization: str | None = None,
-  act_log_probs: jax.Array | None = None,
+  normalization: Normalization | None = None,
 ) -> jax.Array:
   """State values from Q-values of S sampled actions, as Trax's.
 
   Args:
     q_values: [S, B] Q(s, a_i).
-    aggregate: 'mean' (or, given act_log_probs, the probability-weighted sum
-      over all discrete actions), 'max', 'softmax' (sum of Q times
-      softmax(Q / T)) or 'logsumexp' (T * log mean exp(Q / T)).
-    temperature: T of 'softmax' and 'logsumexp'.
-    normalization: None, 'std' or 'abs': divide Q by its spread before
-      aggregating and multiply back after (scale-free temperatures).
-    act_log_probs: [S, B] log-probs of the actions, for the weighted 'mean'
-      when all discrete actions were enumerated; None for a plain mean.
+    aggregate: `mean`, `maximum`, `softmax`, `logsumexp` or any
+      `f(q [S, B], temperature) -> [B]`.
+    temperature: of `softmax` and `logsumexp`.
+    normalization: None, or `f(q) -> scale`: Q is divided by that scale
+      before aggregating and multiplied back after (`std_scale`,
+      `abs_scale`: scale-free temperatures).
 
   Returns:
     [B] values.
-
-  Raises:
-    ValueError: an unknown aggregate or normalization.
   """
-  if normalization is None:
-    scale = 1.0
-  elif normalization == 'std':
-    scale = jnp.std(q_values) + 1e-5
-  elif normalization == 'abs':
-    scale = jnp.mean(jnp.abs(q_values - jnp.mean(q_values))) + 1e-5
-  else:
-    raise ValueError(
-      f"q_value_normalization must be None, 'std' or 'abs', got "
-      f'{normalization!r}'
-    )
-  q = q_values / scale
-  if aggregate == 'max':
-    values = jnp.max(q, axis=0)
-  elif aggregate == 'softmax':
-    values = jnp.sum(q * jax.nn.softmax(q / temperature, axis=0), axis=0)
-  elif aggregate == 'logsumexp':
-    n = q.shape[0]
-    values = (
-      jax.nn.logsumexp(q / temperature, axis=0) - jnp.log(n)
-    ) * temperature
-  elif aggregate == 'mean':
-    if act_log_probs is None:
-      values = jnp.mean(q, axis=0)
-    else:
-      values = jnp.sum(q * jnp.exp(act_log_probs), axis=0)
-  else:
-    raise ValueError(
-      "q_value_aggregate must be 'mean', 'max', 'softmax' or 'logsumexp', "
-      f'got {aggregate!r}'
-    )
-  return values * scale
+  scale = 1.0 if normalization is None else normalization(q_values)
+  return aggregate(q_values / scale, temperature) * scale
 
 
 def advantages_and_targets(
@@ -156,6 +210,7 @@ def explained_variance(
   """1 - Var[targets - values] / Var[targets], over the masked entries."""
 
   def var(x):
-    return masked_mean(jnp.square(x - masked_mean(x, mask)), mask)
+    mean_x = policy_losses.masked_mean(x, mask)
+    return policy_losses.masked_mean(jnp.square(x - mean_x), mask)
 
   return 1.0 - var(targets - values) / (var(targets) + 1e-8)

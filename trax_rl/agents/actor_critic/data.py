@@ -7,13 +7,14 @@ jit compiles for few sizes (`pad_to_bucket`), and minibatches are gathered
 from them by index (`minibatch_indices`).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from trax_rl import advantages
+from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.losses import value_estimates
 
 # agent_info key of the sampled, unclipped continuous actions.
@@ -149,4 +150,33 @@ def advantages_and_targets(
     data.mask,
     values,
     next_values,
+  )
+
+
+def policy_minibatches(
+  distribution: Any,
+  data: EpochData,
+  adv: jax.Array,
+  targets: jax.Array,
+) -> Callable[[jax.Array], ac_losses.PolicyBatch]:
+  """`make_batch(i)`: the `PolicyBatch` of steps i [B] of packed data.
+
+  Args:
+    distribution: the policy's action distribution (for the behaviour
+      policy's log-probs of the stored dist_inputs).
+    data: the packed steps, `[N, ...]`.
+    adv: [N] advantages.
+    targets: [N] value targets.
+
+  Returns:
+    The function from indices to minibatches.
+  """
+  old_log_prob = distribution.log_prob(data.dist_inputs, data.action)
+  return lambda i: ac_losses.PolicyBatch(
+    data.observation[i],
+    data.action[i],
+    adv[i],
+    old_log_prob[i],
+    data.mask[i],
+    targets[i],
   )

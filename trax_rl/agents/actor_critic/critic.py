@@ -8,6 +8,7 @@ the policy and value networks.
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -113,8 +114,8 @@ class Critic:
     n_samples: actions sampled per state for Q-value aggregates.
     all_discrete: the n_samples actions enumerate all discrete actions (and
       are weighted by their probabilities) instead of being sampled.
-    temperature: of the 'softmax' and 'logsumexp' aggregates.
-    normalization: None, 'std' or 'abs' (see
+    temperature: of the `softmax` and `logsumexp` aggregates.
+    normalization: None or a Q-value scale function (see
       `value_estimates.aggregate_values`).
   """
 
@@ -125,7 +126,7 @@ class Critic:
   n_samples: int = 1
   all_discrete: bool = False
   temperature: float = 1.0
-  normalization: str | None = None
+  normalization: value_estimates.Normalization | None = None
 
   def sample_actions(self, dist_inputs, key):
     """[S, N, ...] actions and their [S, N] log-probs under dist_inputs."""
@@ -145,14 +146,21 @@ class Critic:
     return q * self.scale
 
   def state_values(self, params, obs, dist_inputs, key, aggregate):
-    """[N] V(obs): the value network, or Q aggregated over sampled actions."""
+    """[N] V(obs): the value network, or Q aggregated over sampled actions.
+
+    With all discrete actions enumerated, the `mean` aggregate is their
+    mean weighted by the behaviour policy's probabilities.
+    """
     if not self.q_value:
       return self.network.apply(params, obs) * self.scale
     actions, log_probs = self.sample_actions(dist_inputs, key)
+    if self.all_discrete and aggregate is value_estimates.mean:
+      aggregate = functools.partial(
+        value_estimates.mean, weights=jnp.exp(log_probs)
+      )
     return value_estimates.aggregate_values(
       self.q_values(params, obs, actions),
       aggregate,
       self.temperature,
       self.normalization,
-      log_probs if self.all_discrete else None,
     )

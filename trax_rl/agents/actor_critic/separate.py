@@ -1,0 +1,309 @@
+"""Separate policy and value networks, each with its own optimizer (Trax's).
+
+Each epoch runs value training, then policy training, as one pure function
+(`Separate.train_on_batch`): all updates run in `lax.scan`s with the pure
+update the `Trainer`s use. The value network is a `critic.Critic`: V, or Q
+aggregated over sampled actions (`q_value`).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from trax_rl import lr_schedules, validation
+from trax_rl.agents.actor_critic import critic, layout
+from trax_rl.agents.actor_critic import data as data_lib
+from trax_rl.losses import actor_critic as ac_losses
+from trax_rl.losses import value_estimates
+from trax_rl.networks import base as networks
+from trax_rl.networks import models
+from trax_rl.supervised import trainer as trainer_lib
+from trax_rl.supervised import update
+
+ModelFn = Callable[..., Any]
+ScheduleFactory = Callable[[], Any]
+
+
+class Separate:
+  """A policy network and a value network (or Q network), trained in turn."""
+
+  uses_key = True
+
+  def __init__(
+    self,
+    context: layout.Context,
+    value_model: ModelFn = models.Value,
+    value_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+    value_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
+    value_batch_size: int = 64,
+    value_train_steps_per_epoch: int = 500,
+    value_evals_per_epoch: int = 1,
+    value_eval_steps: int = 1,
+    n_shared_layers: int = 0,
+    scale_value_targets: bool = False,
+    q_value: bool = False,
+    q_value_aggregate: str | value_estimates.Aggregate = 'logsumexp',
+    q_value_temperature: float = 1.0,
+    q_value_n_samples: int = 1,
+    q_value_normalization: str | value_estimates.Normalization | None = None,
+    policy_model: ModelFn = models.Policy,
+    policy_batch_size: int = 64,
+    policy_train_steps_per_epoch: int = 500,
+    policy_evals_per_epoch: int = 1,
+    policy_eval_steps: int = 1,
+    policy_optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
+    policy_lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
+  ):
+    """Builds both networks, their optimizers and Trainers.
+
+    Args:
+      context: what the agent decides (see `layout.Context`).
+      value_model: the value module factory (`Value`, its body bound in
+        gin); with q_value it is called with `is_discrete` and `vocab_size`
+        and must take (observation, action), e.g. `ActionValue`.
+      value_optimizer: optax factory, called as `f(learning_rate=...)`.
+      value_lr_schedule: zero-argument factory of the value learning rate.
+      value_batch_size: steps per value update (times max_slice_length).
+      value_train_steps_per_epoch: value updates per epoch.
+      value_evals_per_epoch: how often per epoch the value targets are
+        recomputed with the current value network (Trax synced its target
+        network at every value evaluation); off-policy agents only.
+      value_eval_steps: accepted for Trax configs (metrics are reported
+        every epoch).
+      n_shared_layers: number of body layers shared by the policy and value
+        networks (copied between them around value training, as Trax's).
+      scale_value_targets: the value network predicts V * (1 - gamma).
+      q_value: use a Q network; values are aggregates of Q over
+        q_value_n_samples actions sampled from the behaviour policy.
+      q_value_aggregate: 'mean', 'max', 'softmax', 'logsumexp' or a
+        function of `value_estimates` (value targets; the policy's
+        advantages always use the mean).
+      q_value_temperature: temperature of 'softmax' and 'logsumexp'.
+      q_value_n_samples: actions sampled per state; equal to the number of
+        discrete actions, all actions are enumerated and weighted instead.
+      q_value_normalization: None, 'std', 'abs' or a scale function (Q is
+        divided by it before aggregating).
+      policy_model: the policy module factory, called as
+        `policy_model(n_inputs=...)`.
+      policy_optimizer: optax factory for the policy.
+      policy_lr_schedule: zero-argument factory of the policy learning rate.
+      policy_batch_size: steps per policy update (times max_slice_length).
+      policy_train_steps_per_epoch: policy updates per epoch.
+      policy_evals_per_epoch: accepted for Trax configs.
+      policy_eval_steps: accepted for Trax configs.
+
+    Raises:
+      ValueError: bad counts or knob values.
+    """
+    layout.check_counts(
+      dict(
+        value_train_steps_per_epoch=value_train_steps_per_epoch,
+        value_batch_size=value_batch_size,
+        policy_train_steps_per_epoch=policy_train_steps_per_epoch,
+        policy_batch_size=policy_batch_size,
+        value_evals_per_epoch=value_evals_per_epoch,
+        value_eval_steps=value_eval_steps,
+        policy_evals_per_epoch=policy_evals_per_epoch,
+        policy_eval_steps=policy_eval_steps,
+        q_value_n_samples=q_value_n_samples,
+      ),
+      'value_train_steps_per_epoch',
+    )
+    validation.check_count('n_shared_layers', n_shared_layers, 0)
+    self._context = context
+    self._aggregate = value_estimates.aggregate_fn(q_value_aggregate)
+    normalization = value_estimates.normalization_fn(q_value_normalization)
+    self._value_steps = value_train_steps_per_epoch
+    self._value_rounds = value_evals_per_epoch
+    self._value_batch = value_batch_size * context.max_slice_length
+    self._policy_steps = policy_train_steps_per_epoch
+    self._policy_batch = policy_batch_size * context.max_slice_length
+    self._n_shared = n_shared_layers
+    self._q_value = q_value
+    scale = 1.0 / (1.0 - context.gamma) if scale_value_targets else 1.0
+    space = context.action_space
+    dist = context.distribution
+    # Trax: as many samples as discrete actions means take them all.
+    all_discrete = q_value and (
+      q_value_n_samples == critic.n_discrete_actions(space)
+    )
+    example = context.example_observation
+    self._policy_net = networks.from_module(
+      policy_model(n_inputs=dist.n_inputs), example
+    )
+    value_net = critic.make_value_network(value_model, example, space, q_value)
+    self._critic = critic.Critic(
+      value_net,
+      dist,
+      scale,
+      q_value,
+      q_value_n_samples,
+      all_discrete,
+      q_value_temperature,
+      normalization,
+    )
+    policy_opt = update.make_optimizer(
+      policy_lr_schedule(), policy_optimizer, context.max_gradient_norm
+    )
+    value_opt = update.make_optimizer(
+      value_lr_schedule(), value_optimizer, context.max_gradient_norm
+    )
+    policy_loss = context.make_policy_loss(None, all_discrete)
+    value_loss = ac_losses.ValueLoss(scale, q_value)
+    self.trainers = {
+      'policy': trainer_lib.Trainer(
+        self._policy_net,
+        policy_loss,
+        policy_opt,
+        seed=context.next_key(),
+        name='policy',
+      ),
+      'value': trainer_lib.Trainer(
+        value_net,
+        value_loss,
+        value_opt,
+        seed=context.next_key(),
+        name='value',
+      ),
+    }
+    critic.check_shared_layers(
+      self.trainers['policy'].params,
+      self.trainers['value'].params,
+      n_shared_layers,
+    )
+    # The Trainers' own update, unjitted, to run inside the epoch's scans.
+    self._policy_update = update.make_update_fn(
+      self._policy_net, policy_loss, policy_opt
+    )
+    self._value_update = update.make_update_fn(value_net, value_loss, value_opt)
+    # The acting policy: the network and the Trainer that holds its params.
+    self.acting_network = self._policy_net
+    self.acting_trainer = self.trainers['policy']
+
+  def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
+    """{'value': [E, K, B], 'policy': [K, B]} step indices (value first)."""
+    value = data_lib.minibatch_indices(
+      rng, n_valid, self._value_steps, self._value_batch
+    ).reshape(self._value_rounds, -1, self._value_batch)
+    policy = data_lib.minibatch_indices(
+      rng, n_valid, self._policy_steps, self._policy_batch
+    )
+    return {'value': value, 'policy': policy}
+
+  # The pure epoch.
+  def _advantages(self, value_params, policy_params, data, key, aggregate):
+    """(advantages, value targets, values), all [N], of normalized data."""
+    key_now, key_next = jax.random.split(key)
+    values = self._critic.state_values(
+      value_params, data.observation, data.dist_inputs, key_now, aggregate
+    )
+    next_inputs = None
+    if self._q_value:  # Nobody acted in s_next: ask the current policy.
+      next_inputs = self._policy_net.apply(policy_params, data.next_observation)
+    next_values = self._critic.state_values(
+      value_params, data.next_observation, next_inputs, key_next, aggregate
+    )
+    adv, targets = self._context.estimate(data, values, next_values)
+    return adv, targets, values
+
+  def _value_phase(self, value_state, policy_params, data, idx, key, targets):
+    """Value updates in `value_evals_per_epoch` rounds; idx [E, K, B]."""
+
+    def one_round(state, xs):
+      round_idx, round_key = xs
+      round_targets = targets
+      if round_targets is None:  # Off-policy: targets from the new values.
+        _, round_targets, _ = self._advantages(
+          state.params, policy_params, data, round_key, self._aggregate
+        )
+
+      def step(state, i):
+        batch = ac_losses.ValueBatch(
+          data.observation[i], data.action[i], round_targets[i], data.mask[i]
+        )
+        return self._value_update(state, batch)
+
+      return jax.lax.scan(step, state, round_idx)
+
+    keys = jax.random.split(key, idx.shape[0])
+    state, extras = jax.lax.scan(one_round, value_state, (idx, keys))
+    return state, extras.metrics
+
+  def _policy_batches(self, value_params, data, adv, targets, key):
+    """`make_batch(i)` of the policy loss for minibatch indices i [B]."""
+    if not self._context.sampled_actions:
+      return data_lib.policy_minibatches(
+        self._context.distribution, data, adv, targets
+      )
+    actions, act_log_probs = self._critic.sample_actions(data.dist_inputs, key)
+    q_values = self._critic.q_values(value_params, data.observation, actions)
+    return lambda i: ac_losses.SamplingBatch(
+      data.observation[i],
+      actions[:, i],
+      q_values[:, i],
+      act_log_probs[:, i],
+      data.mask[i],
+    )
+
+  def train_on_batch(self, states, data, idx, key):
+    """One epoch of value, then policy updates (pure; see the package doc).
+
+    Args:
+      states: {'value': TrainState, 'policy': TrainState}.
+      data: the epoch's steps, `[N, ...]`, observations normalized.
+      idx: `minibatch_indices` (as jnp or numpy arrays).
+      key: PRNG key (Q-value action samples).
+
+    Returns:
+      (new states, {'value/...': ..., 'policy/...': ...} metrics).
+    """
+    value_state, policy_state = states['value'], states['policy']
+    n = self._n_shared
+    value_state = value_state._replace(
+      params=critic.copy_shared_layers(
+        policy_state.params, value_state.params, n
+      )
+    )
+    adv_key, value_key, policy_key = jax.random.split(key, 3)
+    adv = targets = None
+    if self._context.on_policy:  # Once, with the value network that acted.
+      adv, targets, values = self._advantages(
+        value_state.params, policy_state.params, data, adv_key, self._aggregate
+      )
+    value_state, value_metrics = self._value_phase(
+      value_state, policy_state.params, data, idx['value'], value_key, targets
+    )
+    value_metrics = jax.tree.map(jnp.mean, value_metrics)
+    policy_state = policy_state._replace(
+      params=critic.copy_shared_layers(
+        value_state.params, policy_state.params, n
+      )
+    )
+    if adv is None:
+      adv, targets, values = self._advantages(
+        value_state.params,
+        policy_state.params,
+        data,
+        adv_key,
+        value_estimates.mean,
+      )
+    value_metrics['explained_variance'] = value_estimates.explained_variance(
+      values, targets, data.mask
+    )
+    make_batch = self._policy_batches(
+      value_state.params, data, adv, targets, policy_key
+    )
+    policy_state, extras = jax.lax.scan(
+      lambda state, i: self._policy_update(state, make_batch(i)),
+      policy_state,
+      idx['policy'],
+    )
+    metrics = {f'value/{k}': v for k, v in value_metrics.items()}
+    metrics.update(
+      {f'policy/{k}': jnp.mean(v) for k, v in extras.metrics.items()}
+    )
+    return {'value': value_state, 'policy': policy_state}, metrics
