@@ -121,11 +121,10 @@ def test_checkpoint_of_another_agent_is_refused(tmp_path):
   agent = _pg(n_envs=1, n_trajectories_per_epoch=1, output_dir=str(tmp_path))
   agent.run(1)
   t = task.RLTask('CartPole-v1', initial_trajectories=0)
-  ei = policy_agents.ExpertIteration(
-    t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
-  )
   with pytest.raises(checkpoint.CheckpointError, match='PolicyGradient'):
-    ei.restore()
+    policy_agents.ExpertIteration(
+      t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
+    )
 
 
 def test_network_evaluation_metrics_are_recorded():

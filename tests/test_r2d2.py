@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import rlax
 from absl.testing import absltest
 
 from trax_rl import checkpoint, envs, sequence_adder, types
@@ -74,7 +75,7 @@ class R2D2LossTest(chex.TestCase):
     # t2: 1 + .5 * 2 * o3[0]=1 -> 2, Q = o2[0] = 3: td -1.
     # loss 0.5 * (4 + 4 + 1) = 4.5; priority .9 * 2 + .1 * 5 / 3.
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=1, value_transform='identity'
+      burn_in_length=0, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
     )
     loss, extra = self.variant(functools.partial(_loss, loss_fn))(SEGMENT)
     np.testing.assert_allclose(loss, 4.5, rtol=1e-6)
@@ -87,7 +88,7 @@ class R2D2LossTest(chex.TestCase):
     # t1: 1 + .5 (1 + .5 * 2 * o3[0]=1) = 2: td 0.
     # t2: one step left; bootstrap from o3 as rlax does: 1 + .5 * 2 = 2: td -1.
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=2, value_transform='identity'
+      burn_in_length=0, bootstrap_n=2, value_transform=rlax.IDENTITY_PAIR
     )
     loss, extra = self.variant(functools.partial(_loss, loss_fn))(SEGMENT)
     np.testing.assert_allclose(loss, 0.5 * (4 + 0 + 1), rtol=1e-6)
@@ -95,7 +96,7 @@ class R2D2LossTest(chex.TestCase):
 
   def test_terminal_and_truncated_padding(self):
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=2, value_transform='identity'
+      burn_in_length=0, bootstrap_n=2, value_transform=rlax.IDENTITY_PAIR
     )
     # Two real steps, final obs o2, then padding. Terminated after step 1:
     # t0: 1 + .5 (1 + 0) = 1.5, Q 1: td .5. t1: 1, Q 2: td -1. Padding: 0.
@@ -117,7 +118,7 @@ class R2D2LossTest(chex.TestCase):
     np.testing.assert_allclose(extra.priorities, [2.0], rtol=1e-6)
 
   def test_value_transform_and_its_inverse(self):
-    tx = r2d2_losses.value_transform('signed_hyperbolic')
+    tx = r2d2_losses.signed_hyperbolic_pair()
     # h(x) = sign(x) (sqrt(|x| + 1) - 1) + 1e-3 x.
     x = jnp.array([0.0, 3.0, -8.0, 0.25])
     expected = [0.0, 1.003, -2.008, np.sqrt(1.25) - 1 + 0.00025]
@@ -152,7 +153,7 @@ class R2D2LossTest(chex.TestCase):
     loss_fn = r2d2_losses.R2D2Loss(
       burn_in_length=0,
       bootstrap_n=1,
-      value_transform='identity',
+      value_transform=rlax.IDENTITY_PAIR,
       importance_sampling_exponent=0.6,
     )
     double = SEGMENT._replace(
@@ -167,7 +168,7 @@ class R2D2LossTest(chex.TestCase):
     loss_fn = r2d2_losses.R2D2Loss(
       burn_in_length=0,
       bootstrap_n=1,
-      value_transform='identity',
+      value_transform=rlax.IDENTITY_PAIR,
       clip_rewards=True,
       max_abs_reward=1.0,
     )
@@ -182,7 +183,7 @@ class R2D2LossTest(chex.TestCase):
     segment = _segment(obs, [0, 0, 1, 0, 0], [0, 0, 1, 1, 0],
                        [.5, .5, .5, .5, 0], [1, 1, 1, 1, 0], core=0.5)  # fmt: skip
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=2, bootstrap_n=1, value_transform='identity'
+      burn_in_length=2, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
     )
     params = {'a': 1.0, 'b': 1.0}
     grads = jax.grad(lambda p: _loss(loss_fn, segment, online=p)[0])(params)
@@ -199,7 +200,9 @@ class R2D2LossTest(chex.TestCase):
     # The stored state s adds s to every Q value; targets then add s too:
     # with discount .5 each td moves by .5 s - s = -.5 s.
     stored = SEGMENT._replace(core_state=jnp.array([2.0]))
-    kwargs = dict(burn_in_length=0, bootstrap_n=1, value_transform='identity')
+    kwargs = dict(
+      burn_in_length=0, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
+    )
     zero = _loss(r2d2_losses.R2D2Loss(use_core_state=False, **kwargs), stored)
     np.testing.assert_allclose(zero[0], 4.5, rtol=1e-6)  # As from zeros.
     used = _loss(r2d2_losses.R2D2Loss(**kwargs), stored)

@@ -12,7 +12,7 @@ from trax_rl import configurables, task
 from trax_rl.agents import replay_value
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
-from trax_rl.replay import table as table_lib
+from trax_rl.replay import samplers
 from trax_rl.testing import fake_envs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,12 +87,12 @@ def test_rate_limiter_sets_the_number_of_updates():
 
 def test_prioritized_loss_gets_a_prioritized_table():
   plain = _agent()
-  assert isinstance(plain.table.sampler, table_lib.Uniform)
+  assert isinstance(plain.table.sampler, samplers.Uniform)
   agent = _agent(
     loss_fn=q_learning.PrioritizedDoubleQLearning(),
     priority_exponent=0.5,
   )
-  assert agent.table.sampler == table_lib.Prioritized(0.5)
+  assert agent.table.sampler == samplers.Prioritized(0.5)
   agent.run(2)
   priorities = agent.table.state_dict()['priorities']
   # Updated |TD| values replace the initial priority 1 of sampled items.

@@ -54,14 +54,20 @@ class PolicyAgent(base.Agent):
   def policy_params(self) -> Any:
     raise NotImplementedError
 
+  def policy_head_index(self) -> int:
+    """Which output of a multi-head policy network is the policy."""
+    return 0
+
   def _select_action(self, params, key, index, obs, temperature):
-    out = self.policy_network().apply(params, obs)
-    dist_inputs = out[0] if isinstance(out, tuple) else out
-    key = policies.key_for_step(key, index)
-    action = policies.sample_action(
-      self._policy_dist, dist_inputs, key, temperature
+    return policies.network_policy(
+      self.policy_network().apply,
+      params,
+      self._policy_dist,
+      obs,
+      policies.key_for_step(key, index),
+      temperature,
+      head_index=self.policy_head_index(),
     )
-    return action, dist_inputs
 
   def make_policy(
     self, temperature: float, evaluation: bool

@@ -30,6 +30,7 @@ from trax_rl.agents import base
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base as networks_base
 from trax_rl.networks import recurrent
+from trax_rl.replay import samplers
 from trax_rl.replay import table as table_lib
 from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
@@ -151,7 +152,7 @@ class R2D2(base.Agent):
     tolerance = samples_per_insert_tolerance_rate * samples_per_insert
     self._table = table_lib.Table(
       max_replay_size,
-      table_lib.Prioritized(priority_exponent),
+      samplers.Prioritized(priority_exponent),
       min_size_to_sample=min_replay_size,
       samples_per_insert=samples_per_insert,
       # Whole batches are sampled at once: the limiter's window must hold

@@ -13,6 +13,7 @@ from trax_rl import task as task_lib
 from trax_rl.agents import value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
+from trax_rl.replay import samplers
 from trax_rl.replay import table as table_lib
 
 LearningRate = float | Callable[[], Any]
@@ -54,7 +55,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self,
     task: task_lib.RLTask,
     model_fn: Callable[..., nn.Module] = models.Quality,
-    loss_fn: q_learning.LossFn = _DQN_LOSS,
+    loss_fn: types.LossFn = _DQN_LOSS,
     batch_size: int = 256,
     n_step: int = 5,
     min_replay_size: int = 1_000,
@@ -150,9 +151,9 @@ class ReplayValueAgent(value_agents.ValueAgent):
 
   def _make_table(self, min_size, max_size, spi, priority_exponent):
     sampler = (
-      table_lib.Prioritized(priority_exponent)
+      samplers.Prioritized(priority_exponent)
       if self._prioritized
-      else table_lib.Uniform()
+      else samplers.Uniform()
     )
     # Learning runs after each insert until the limiter stops it, so the
     # limiter must let one insert chunk and one learner call through.

@@ -29,7 +29,7 @@ class Trainer:
   def __init__(
     self,
     network: base.Network,
-    loss_fn: update_lib.LossFn,
+    loss_fn: types.LossFn,
     optimizer: optax.GradientTransformation,
     batch_stream: Iterator[Any] | None = None,
     seed: int | jax.Array = 0,
