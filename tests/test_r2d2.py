@@ -10,12 +10,13 @@ import pytest
 import rlax
 from absl.testing import absltest
 
-from trax_rl import checkpoint, envs, sequence_adder, types
+from trax_rl import checkpoint, envs, types
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import r2d2
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base, models, recurrent
+from trax_rl.replay import sequence_adder
 
 # The fake network: state s [B]; per step q_t = b * o_t + s_t (o_t [B, A])
 # and s_{t+1} = s_t + a * o_t[:, 0]. With a = 0 Q values are b * o.
@@ -282,7 +283,7 @@ def test_acting_records_and_resets_core_states(fresh):
   obs = np.ones((3, 4), np.float32)
   _, info = policy(obs, np.ones(3, bool))
   np.testing.assert_array_equal(info['core_hidden'], 0.0)
-  np.testing.assert_array_equal(info['env'], [0, 1, 2])
+  np.testing.assert_array_equal(info['stream'], [0, 1, 2])
   _, info = policy(obs, np.array([False, True, False]))
   hidden = info['core_hidden']
   assert np.all(hidden[[0, 2]] != 0) and np.all(hidden[1] == 0)
@@ -312,7 +313,7 @@ def test_stored_core_states_are_the_actors_states(fresh):
   # Rebuild each episode per env in order and replay the network over it.
   episodes, running = [], {}
   for traj in slices:
-    env = int(traj.agent_infos[0]['env'])
+    env = int(traj.agent_infos[0]['stream'])
     if traj.agent_infos[0]['first']:
       running[env] = [traj.observations[0]]
       episodes.append(running[env])
@@ -346,8 +347,8 @@ def test_check(fresh):
 def test_training_writes_priorities(trained):
   agent, _ = trained
   assert agent.trainer.step > 0
-  assert agent.replay.size > 0
-  state = agent.replay.state_dict()
+  assert agent.table.size > 0
+  state = agent.table.state_dict()
   assert np.any(state['priorities'] != 1.0)  # Written back by the learner.
 
 
@@ -357,7 +358,7 @@ def test_save_restore_mid_run(trained):
   restored = _agent(output_dir=directory)
   assert restored.restore()
   assert restored.current_epoch == agent.current_epoch
-  want, got = agent.replay.state_dict(), restored.replay.state_dict()
+  want, got = agent.table.state_dict(), restored.table.state_dict()
   for name in ('keys', 'priorities', 'num_inserts', 'num_samples'):
     np.testing.assert_array_equal(want[name], got[name])
   for a, b in zip(want['leaves'], got['leaves']):
@@ -370,7 +371,7 @@ def test_save_restore_mid_run(trained):
   assert checkpoint.dumps(agent.adder.state_dict()) == checkpoint.dumps(
     restored.adder.state_dict()
   )
-  assert restored.adder.running_envs  # Kept steps of running episodes.
+  assert restored.adder.running_streams  # Kept steps of running episodes.
   restored.run(1)
   assert restored.current_epoch == agent.current_epoch + 1
   assert restored.trainer.step > agent.trainer.step

@@ -143,7 +143,6 @@ def _state(agent):
     state['table'],
     state['adder'],
     state['env_steps'],
-    state['max_priority'],
   )
 
 

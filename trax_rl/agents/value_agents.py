@@ -111,9 +111,7 @@ class ValueAgent(base.Agent):
     module_kwargs = {'n_actions': self._n_actions}
     if value_body is not None:
       module_kwargs['body'] = value_body
-    self._network = networks.from_module(
-      value_model(**module_kwargs), task.example_observation()
-    )
+    self._network = self._make_network(value_model(**module_kwargs))
     self._optimizer = update.make_optimizer(
       value_lr_schedule(), value_optimizer, max_gradient_norm
     )
@@ -121,6 +119,10 @@ class ValueAgent(base.Agent):
     self._sync_freq = sync_freq
     self._select = jax.jit(self._select_action)
     self._trainer: trainer_lib.Trainer | None = None
+
+  def _make_network(self, module: nn.Module) -> networks.Network:
+    """The pure network of the Q module (a recurrent learner overrides)."""
+    return networks.from_module(module, self._task.example_observation())
 
   def _build_trainer(
     self,
