@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from trax_rl import configurables, task
-from trax_rl.agents import replay_value
+from trax_rl.agents import replay_value, value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
 from trax_rl.replay import samplers
@@ -125,7 +125,7 @@ def test_gradient_clipping_is_applied():
 def test_epsilon_schedule_of_env_steps():
   agent = _agent(
     epsilon=functools.partial(
-      replay_value.linear_epsilon, initial=1.0, final=0.0, decay_steps=80
+      value_agents.linear_epsilon, initial=1.0, final=0.0, decay_steps=80
     )
   )
   assert agent.exploration_rate() == 1.0
@@ -133,7 +133,7 @@ def test_epsilon_schedule_of_env_steps():
   assert agent.env_steps == 40
   np.testing.assert_allclose(agent.exploration_rate(), 0.5)
   with pytest.raises(ValueError, match='final'):
-    replay_value.linear_epsilon(final=2.0)
+    value_agents.linear_epsilon(final=2.0)
 
 
 def _state(agent):
@@ -157,7 +157,7 @@ def _assert_tree_equal(a, b):
 def _prioritized(out, **kwargs):
   return _agent(
     loss_fn=q_learning.PrioritizedDoubleQLearning(),
-    epsilon=functools.partial(replay_value.linear_epsilon, decay_steps=50),
+    epsilon=functools.partial(value_agents.linear_epsilon, decay_steps=50),
     output_dir=str(out),
     n_eval_episodes=1,
     seed=3,

@@ -70,7 +70,7 @@ _register(
   value_agents.DQN,
   value_agents.trax_exploration_rate,
   replay_value.ReplayValueAgent,
-  replay_value.linear_epsilon,
+  value_agents.linear_epsilon,
   q_learning.QLearning,
   q_learning.RegularizedQLearning,
   q_learning.MunchausenQLearning,

@@ -21,6 +21,7 @@ from trax_rl.losses import q_learning
 from trax_rl.networks import models
 from trax_rl.replay import adders, samplers
 from trax_rl.replay import table as table_lib
+from trax_rl.supervised import loop as loop_lib
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
@@ -28,23 +29,6 @@ _DQN_LOSS = q_learning.QLearning()
 # returns 1.0; Reverb's prioritized selector samples them like any item of
 # priority 1 until the learner writes their |TD|).
 _NEW_ITEM_PRIORITY = 1.0
-
-
-def linear_epsilon(
-  initial: float = 1.0, final: float = 0.05, decay_steps: int = 10_000
-) -> value_agents.Schedule:
-  """Epsilon falling linearly from `initial` to `final` over env steps.
-
-  Args:
-    initial: epsilon at env step 0, in [0, 1].
-    final: epsilon from `decay_steps` on, in [0, 1].
-    decay_steps: env steps of the linear decay, >= 1.
-  """
-  for name, value in (('initial', initial), ('final', final)):
-    if not 0.0 <= value <= 1.0:
-      raise ValueError(f'linear_epsilon {name} must be in [0, 1], got {value}')
-  validation.check_count('decay_steps', decay_steps, 1)
-  return optax.linear_schedule(initial, final, decay_steps)
 
 
 class ReplayValueAgent(value_agents.ValueAgent):
@@ -82,6 +66,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     learning_rate: LearningRate = 5e-4,
     n_devices: int | None = None,
+    value_eval_steps: int = 1,
     **kwargs,
   ):
     """Configures the learner (defaults: Acme's DQNConfig).
@@ -115,6 +100,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
         update number.
       n_devices: learner devices: None or 1, k, or -1 for all local ones;
         each batch is sharded across them, gradients averaged.
+      value_eval_steps: after each epoch's learning, the loss metrics of this
+        many batches of the epoch's new items (drawn uniformly by a
+        generator of their own, not trained on, the table untouched) go
+        into the epoch record as `value_eval/`; 0 turns it off. Updates per
+        epoch follow the rate limiter, so Trax's `value_evals_per_epoch`
+        has no meaning here.
       **kwargs: for Agent: n_interactions_per_epoch (or
         n_trajectories_per_epoch), n_eval_episodes, seed, output_dir...
 
@@ -127,6 +118,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
       ('min_replay_size', min_replay_size, 1),
       ('max_replay_size', max_replay_size, 1),
       ('num_sgd_steps_per_step', num_sgd_steps_per_step, 1),
+      ('value_eval_steps', value_eval_steps, 0),
     ):
       validation.check_count(name, value, minimum)
     if min_replay_size > max_replay_size:
@@ -142,6 +134,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._n_step = n_step
     self._batch_size = batch_size
     self._num_sgd = num_sgd_steps_per_step
+    self._eval_steps = value_eval_steps
     super().__init__(
       task,
       value_model=model_fn,
@@ -287,10 +280,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     )
 
   def _insert(self, items: Any) -> None:
-    action = items.action
-    if np.issubdtype(action.dtype, np.integer):
-      items = items._replace(action=action.astype(np.int32))
-    self._table.insert_batch(items, _NEW_ITEM_PRIORITY)
+    self._table.insert_batch(_as_stored(items), _NEW_ITEM_PRIORITY)
 
   def _learn(self, metrics: list[Any]) -> bool:
     """Learner calls while the rate limiter allows; True if there was one."""
@@ -307,11 +297,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
       learned = True
     return learned
 
-  def _add_to_replay(self, trajectories) -> tuple[list[Any], int]:
+  def _add_to_replay(self, trajectories) -> tuple[list[Any], Any]:
     """Inserts the slices' items, learning as the rate limiter allows.
 
     Returns:
-      (the metrics of each learner call (device arrays), items inserted).
+      (the metrics of each learner call (device arrays), the items `[N, ...]`
+      or None).
 
     Raises:
       RuntimeError: the rate limiter blocks both inserts and samples.
@@ -327,18 +318,33 @@ class ReplayValueAgent(value_agents.ValueAgent):
         done, inserted = rows.stop, True
       learned = self._learn(metrics)
       if done == n:
-        return metrics, n
+        return metrics, items
       if not (inserted or learned):
         raise RuntimeError(
           f'{type(self).__name__}: the replay rate limiter blocks both '
           'inserts and samples'
         )
 
+  def _evaluate(self, items: Any) -> dict[str, float]:
+    """Loss metrics on `value_eval_steps` batches of the epoch's new items."""
+    n = 0 if items is None else len(items.reward)
+    if not (n and self._eval_steps):
+      return {}
+    rng = np.random.default_rng([self._seed, self._epoch, 7])
+    probability = np.full(self._batch_size, 1.0 / n, np.float32)
+    batches = []
+    for _ in range(self._eval_steps):
+      rows = rng.integers(n, size=self._batch_size)
+      data = _as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
+      batches.append(types.Batch(data, probability))
+    return loop_lib.mean_metrics(self._trainer, batches)
+
   def train_epoch(self) -> dict[str, float]:
     """Adds this epoch's trajectories to replay and learns on it."""
-    per_call, n_items = self._add_to_replay(
+    per_call, items = self._add_to_replay(
       self._task.trajectories.get(self._epoch, [])
     )
+    n_items = 0 if items is None else len(items.reward)
     per_call = jax.device_get(per_call)
     metrics = {
       k: float(np.mean([m[k] for m in per_call]))
@@ -351,7 +357,10 @@ class ReplayValueAgent(value_agents.ValueAgent):
       sgd_steps=self._trainer.step,
       epsilon=self.exploration_rate(),
     )
-    return {f'value/{k}': v for k, v in metrics.items()}
+    record = {f'value/{k}': v for k, v in metrics.items()}
+    evals = self._evaluate(items)
+    record.update({f'value_eval/{k}': v for k, v in evals.items()})
+    return record
 
   def state_dict(self) -> dict[str, Any]:
     return dict(
@@ -366,3 +375,10 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._env_steps = int(state['env_steps'])
     self._adder.load_state_dict(state['adder'])
     self._table.load_state_dict(state['table'])
+
+
+def _as_stored(items: Any) -> Any:
+  """Items with integer actions as int32, as the table stores them."""
+  if np.issubdtype(items.action.dtype, np.integer):
+    return items._replace(action=items.action.astype(np.int32))
+  return items

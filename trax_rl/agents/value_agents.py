@@ -23,6 +23,7 @@ from trax_rl.agents import base
 from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
+from trax_rl.supervised import loop as loop_lib
 from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
@@ -54,6 +55,23 @@ def as_schedule(rate: ExplorationRate, name: str) -> Schedule:
   if isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
     raise ValueError(f'{name} must be in [0, 1], got {value!r}')
   return lambda step: jnp.full((), value, jnp.float32)
+
+
+def linear_epsilon(
+  initial: float = 1.0, final: float = 0.05, decay_steps: int = 10_000
+) -> Schedule:
+  """Epsilon falling linearly from `initial` to `final` over env steps.
+
+  Args:
+    initial: epsilon at env step 0, in [0, 1].
+    final: epsilon from `decay_steps` on, in [0, 1].
+    decay_steps: env steps of the linear decay, >= 1.
+  """
+  for name, value in (('initial', initial), ('final', final)):
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f'linear_epsilon {name} must be in [0, 1], got {value}')
+  validation.check_count('decay_steps', decay_steps, 1)
+  return optax.linear_schedule(initial, final, decay_steps)
 
 
 class ValueAgent(base.Agent):
@@ -221,6 +239,8 @@ class DQN(ValueAgent):
     value_train_steps_per_epoch: int = 500,
     n_replay_epochs: int = 1,
     scale_value_targets: bool = True,
+    value_evals_per_epoch: int = 1,
+    value_eval_steps: int = 1,
     **kwargs,
   ):
     """Configures DQN.
@@ -242,6 +262,11 @@ class DQN(ValueAgent):
       n_replay_epochs: replay = trajectories of the last this many epochs.
       scale_value_targets: the network predicts Q * (1 - gamma), so that its
         outputs stay near [-1, 1] whatever the reward scale (Trax's).
+      value_evals_per_epoch: the epoch's updates run in this many equal
+        rounds, each followed by an evaluation of the loss metrics on
+        `value_eval_steps` fresh batches (Trax's; only affects the
+        `value_eval/` metrics of the epoch record).
+      value_eval_steps: batches per evaluation; 0 turns evaluation off.
       **kwargs: for ValueAgent and Agent (value_model, value_body,
         value_optimizer, value_lr_schedule, exploration_rate, sync_freq,
         n_interactions_per_epoch, n_eval_episodes, seed, output_dir...).
@@ -261,7 +286,14 @@ class DQN(ValueAgent):
       'value_train_steps_per_epoch', value_train_steps_per_epoch, 1
     )
     validation.check_count('n_replay_epochs', n_replay_epochs, 1)
+    loop_lib.check_evals(
+      'value',
+      value_train_steps_per_epoch,
+      value_evals_per_epoch,
+      value_eval_steps,
+    )
     super().__init__(task, **kwargs)
+    self._evals_per_epoch = value_evals_per_epoch
     task.set_n_replay_epochs(n_replay_epochs)
     self._max_slice_length = max_slice_length
     self._margin = margin
@@ -277,15 +309,25 @@ class DQN(ValueAgent):
       smoothl1loss=smoothl1loss,
       value_scale=scale,
     )
-    stream = task.trajectory_batch_stream(
-      value_batch_size,
-      epochs=[-(e + 1) for e in range(n_replay_epochs)],
-      max_slice_length=max_slice_length,
-      min_slice_length=max_slice_length,
-      margin=self._margin,
-      rng=self._rng,
+    streams = [
+      task.trajectory_batch_stream(
+        value_batch_size,
+        epochs=[-(e + 1) for e in range(n_replay_epochs)],
+        max_slice_length=max_slice_length,
+        min_slice_length=max_slice_length,
+        margin=self._margin,
+        rng=rng,
+      )
+      # Evaluation draws from a generator of its own: it never changes
+      # what is trained on.
+      for rng in (self._rng, np.random.default_rng([self._seed, 7]))
+    ]
+    self._build_trainer(loss, batch_stream=streams[0])
+    self._loop = loop_lib.Loop(
+      self._trainer,
+      eval_batch_stream=streams[1],
+      n_eval_batches=value_eval_steps,
     )
-    self._build_trainer(loss, batch_stream=stream)
 
   def compile_update(self) -> None:
     self._trainer.compile(
@@ -295,9 +337,13 @@ class DQN(ValueAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
-    metrics = self._trainer.train_steps(self._train_steps)
+    metrics, evals = self._loop.run_epoch(
+      self._epoch, self._train_steps, self._evals_per_epoch
+    )
     metrics['exploration_rate'] = self.exploration_rate()
-    return {f'value/{k}': v for k, v in metrics.items()}
+    record = {f'value/{k}': v for k, v in metrics.items()}
+    record.update({f'value_eval/{k}': v for k, v in evals.items()})
+    return record
 
   def restore(self) -> bool:
     restored = super().restore()
