@@ -32,9 +32,18 @@ from trax_rl.networks import models, recurrent
 CONFIG_FILE = 'config.gin'
 
 
+_REGISTERED: list[Any] = []
+
+
 def _register(*objects: Any, module: str = 'trax_rl') -> None:
   for obj in objects:
     gin.external_configurable(obj, module=module)
+    _REGISTERED.append(obj)
+
+
+def registered() -> list[Any]:
+  """The trax_rl functions and classes gin can configure, as registered."""
+  return [*_REGISTERED, task.RLTask, train_rl]
 
 
 # Task and environments. train_rl calls the gin-bound RLTask.

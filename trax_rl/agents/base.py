@@ -2,6 +2,7 @@
 
 import contextlib
 import contextvars
+import inspect
 import logging
 import os
 import time
@@ -33,6 +34,15 @@ class NonFiniteError(RuntimeError):
 
 class _RestoresOnConstruction(type):
   """Calls `restore()` once the outermost `__init__` has finished."""
+
+  def __init__(cls, name, bases, namespace, **kwargs):
+    super().__init__(name, bases, namespace, **kwargs)
+    # Constructing the class has the signature of its __init__, for
+    # `inspect.signature` and gin, not this metaclass's (*args, **kwargs).
+    init = inspect.signature(cls.__init__)
+    cls.__signature__ = init.replace(
+      parameters=list(init.parameters.values())[1:]
+    )
 
   def __call__(cls, *args, **kwargs):
     agent = super().__call__(*args, **kwargs)

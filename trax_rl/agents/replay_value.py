@@ -134,7 +134,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._n_step = n_step
     self._batch_size = batch_size
     self._num_sgd = num_sgd_steps_per_step
-    self._eval_steps = value_eval_steps
+    self._value_eval_steps = value_eval_steps
     super().__init__(
       task,
       value_model=model_fn,
@@ -328,12 +328,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
   def _evaluate(self, items: Any) -> dict[str, float]:
     """Loss metrics on `value_eval_steps` batches of the epoch's new items."""
     n = 0 if items is None else len(items.reward)
-    if not (n and self._eval_steps):
+    if not (n and self._value_eval_steps):
       return {}
     rng = np.random.default_rng([self._seed, self._epoch, 7])
     probability = np.full(self._batch_size, 1.0 / n, np.float32)
     batches = []
-    for _ in range(self._eval_steps):
+    for _ in range(self._value_eval_steps):
       rows = rng.integers(n, size=self._batch_size)
       data = _as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
       batches.append(types.Batch(data, probability))
