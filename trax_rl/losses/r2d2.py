@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from trax_rl import types
+from trax_rl import types, validation
 from trax_rl.losses import q_parts
 from trax_rl.networks import base as networks_base
 
@@ -112,23 +112,13 @@ class R2D2Loss:
         'value_transform must be a pair of functions (h, h^-1), e.g. '
         f'@signed_hyperbolic_pair(), got {self.value_transform!r}'
       )
-    for name, value, low in (
-      ('burn_in_length', self.burn_in_length, 0),
-      ('bootstrap_n', self.bootstrap_n, 1),
-    ):
-      if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f'{name} must be an integer >= {low}, got {value!r}')
-    if not 0.0 <= self.max_priority_weight <= 1.0:
-      raise ValueError(
-        f'max_priority_weight must be in [0, 1], got {self.max_priority_weight}'
-      )
-    if not self.importance_sampling_exponent >= 0:
-      raise ValueError(
-        'importance_sampling_exponent must be >= 0, got '
-        f'{self.importance_sampling_exponent}'
-      )
-    if not self.max_abs_reward > 0:
-      raise ValueError(f'max_abs_reward must be > 0, got {self.max_abs_reward}')
+    validation.check_count('burn_in_length', self.burn_in_length, 0)
+    validation.check_count('bootstrap_n', self.bootstrap_n, 1)
+    validation.check_unit('max_priority_weight', self.max_priority_weight)
+    validation.check_non_negative(
+      'importance_sampling_exponent', self.importance_sampling_exponent
+    )
+    validation.check_positive('max_abs_reward', self.max_abs_reward)
 
   def __call__(
     self,
