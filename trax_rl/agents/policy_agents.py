@@ -183,17 +183,12 @@ class LoopPolicyAgent(PolicyAgent):
       seed=self.next_key(),
       name='policy',
     )
-    # Evaluation batches come from a generator of their own, so evaluating
-    # never changes what is trained on.
-    eval_stream = self._batch_stream(
+    self._eval_stream_args = (
       batch_size,
       n_replay_epochs,
       trajectory_stream_preprocessing_fn,
-      np.random.default_rng([self._seed, 7]),
     )
-    self._loop = loop_lib.Loop(
-      trainer, eval_batch_stream=eval_stream, n_eval_batches=policy_eval_steps
-    )
+    self._loop = loop_lib.Loop(trainer, n_eval_batches=policy_eval_steps)
 
   def _batch_stream(
     self, batch_size, n_replay_epochs, preprocessing_fn, rng
@@ -223,8 +218,18 @@ class LoopPolicyAgent(PolicyAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
+    # Evaluation batches come from a generator of their own, seeded by the
+    # epoch: evaluating never changes training, and a resumed run evaluates
+    # as an uninterrupted one.
+    eval_stream = self._batch_stream(
+      *self._eval_stream_args,
+      np.random.default_rng([self._seed, self._epoch, 7]),
+    )
     metrics, evals = self._loop.run_epoch(
-      self._epoch, self._n_train_steps_per_epoch, self._evals_per_epoch
+      self._epoch,
+      self._n_train_steps_per_epoch,
+      self._evals_per_epoch,
+      eval_stream,
     )
     record = {f'policy/{k}': v for k, v in metrics.items()}
     record.update({f'policy_eval/{k}': v for k, v in evals.items()})

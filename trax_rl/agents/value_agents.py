@@ -309,25 +309,17 @@ class DQN(ValueAgent):
       smoothl1loss=smoothl1loss,
       value_scale=scale,
     )
-    streams = [
-      task.trajectory_batch_stream(
-        value_batch_size,
-        epochs=[-(e + 1) for e in range(n_replay_epochs)],
-        max_slice_length=max_slice_length,
-        min_slice_length=max_slice_length,
-        margin=self._margin,
-        rng=rng,
-      )
-      # Evaluation draws from a generator of its own: it never changes
-      # what is trained on.
-      for rng in (self._rng, np.random.default_rng([self._seed, 7]))
-    ]
-    self._build_trainer(loss, batch_stream=streams[0])
-    self._loop = loop_lib.Loop(
-      self._trainer,
-      eval_batch_stream=streams[1],
-      n_eval_batches=value_eval_steps,
+    self._stream_args = dict(
+      epochs=[-(e + 1) for e in range(n_replay_epochs)],
+      max_slice_length=max_slice_length,
+      min_slice_length=max_slice_length,
+      margin=self._margin,
     )
+    stream = task.trajectory_batch_stream(
+      value_batch_size, rng=self._rng, **self._stream_args
+    )
+    self._build_trainer(loss, batch_stream=stream)
+    self._loop = loop_lib.Loop(self._trainer, n_eval_batches=value_eval_steps)
 
   def compile_update(self) -> None:
     self._trainer.compile(
@@ -337,8 +329,16 @@ class DQN(ValueAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
+    # Evaluation batches come from a generator of their own, seeded by the
+    # epoch: evaluating never changes training, and a resumed run evaluates
+    # as an uninterrupted one.
+    eval_stream = self._task.trajectory_batch_stream(
+      self._batch_size,
+      rng=np.random.default_rng([self._seed, self._epoch, 7]),
+      **self._stream_args,
+    )
     metrics, evals = self._loop.run_epoch(
-      self._epoch, self._train_steps, self._evals_per_epoch
+      self._epoch, self._train_steps, self._evals_per_epoch, eval_stream
     )
     metrics['exploration_rate'] = self.exploration_rate()
     record = {f'value/{k}': v for k, v in metrics.items()}

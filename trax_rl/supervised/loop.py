@@ -81,13 +81,25 @@ class Loop:
     return {k: v / max(n_steps, 1) for k, v in metrics.items()}
 
   def run_epoch(
-    self, epoch: int, train_steps_per_epoch: int, evals_per_epoch: int = 1
+    self,
+    epoch: int,
+    train_steps_per_epoch: int,
+    evals_per_epoch: int = 1,
+    eval_batch_stream: Iterator[Any] | None = None,
   ) -> tuple[dict[str, float], dict[str, float]]:
     """Trains what is left of RL epoch `epoch`, evaluating after each round.
 
     The epoch's `train_steps_per_epoch` updates run in `evals_per_epoch`
     equal rounds; a run restored mid-epoch does only the rounds left
     (`remaining_evals`).
+
+    Args:
+      epoch: the RL epoch, >= 1.
+      train_steps_per_epoch: updates per RL epoch.
+      evals_per_epoch: rounds per epoch, each followed by an evaluation.
+      eval_batch_stream: the evaluation batches from now on (an agent passes
+        one seeded by the epoch, so a resumed run evaluates as an
+        uninterrupted one); None keeps the current stream.
 
     Returns:
       (mean train metrics, eval metrics of the last round); empty dicts
@@ -96,6 +108,8 @@ class Loop:
     n_rounds = remaining_evals(
       self.step, epoch, train_steps_per_epoch, evals_per_epoch
     )
+    if eval_batch_stream is not None:
+      self._eval_stream = eval_batch_stream
     rounds, evals = [], {}
     for _ in range(n_rounds):
       rounds.append(
