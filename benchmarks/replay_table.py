@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from trax_rl import types
-from trax_rl.replay import table
+from trax_rl.replay import samplers, table
 
 
 def _transitions(rng: np.random.Generator, n: int) -> types.Transition:
@@ -38,7 +38,7 @@ def main() -> None:
   args = parser.parse_args()
 
   rng = np.random.default_rng(0)
-  replay = table.Table(args.max_size, table.Prioritized(0.6), seed=0)
+  replay = table.Table(args.max_size, samplers.Prioritized(0.6), seed=0)
   # Pre-generate the data so the timings measure the table only.
   pool = _transitions(rng, args.batch * 16)
   pool_priorities = rng.random(args.batch * 16) + 0.01

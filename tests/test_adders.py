@@ -1,9 +1,10 @@
-"""Tests for trax_rl.adders.NStepTransitionAdder, with hand-worked numbers."""
+"""Tests for replay.adders.NStepTransitionAdder, with hand-worked numbers."""
 
 import numpy as np
 import pytest
 
-from trax_rl import adders, task, trajectory
+from trax_rl import task, trajectory
+from trax_rl.replay import adders
 from trax_rl.testing import fake_envs
 
 
@@ -32,6 +33,12 @@ def _traj(
   return traj
 
 
+def _add(adder, traj, stream=None, first=True):
+  """Adds one slice; its stream and start come from its agent info."""
+  del stream, first  # The slices built by `_traj` carry them.
+  return adder.add_trajectories([traj])
+
+
 def test_terminated_episode_two_step():
   # gamma 0.5, rewards 1 2 3 4, T = 4.
   # t=0: 1 + .5*2 = 2,   discount .25, next o2
@@ -39,7 +46,7 @@ def test_terminated_episode_two_step():
   # t=2: 3 + .5*4 = 5,   window ends at T, terminated: discount 0, next o4
   # t=3: 4,              discount 0, next o4
   adder = adders.NStepTransitionAdder(2, 0.5)
-  out = adder.add(_traj(0, [1, 2, 3, 4], terminated=True))
+  out = _add(adder, _traj(0, [1, 2, 3, 4], terminated=True))
   np.testing.assert_allclose(out.observation[:, 0], [0, 1, 2, 3])
   np.testing.assert_array_equal(out.action, [0, 1, 0, 1])
   np.testing.assert_allclose(out.reward, [2, 3.5, 5, 4])
@@ -52,7 +59,7 @@ def test_terminated_episode_two_step():
 def test_truncated_episode_bootstraps():
   # As above, but a time limit ended it: the last windows keep gamma**k.
   adder = adders.NStepTransitionAdder(2, 0.5)
-  out = adder.add(_traj(0, [1, 2, 3, 4], truncated=True))
+  out = _add(adder, _traj(0, [1, 2, 3, 4], truncated=True))
   np.testing.assert_allclose(out.reward, [2, 3.5, 5, 4])
   np.testing.assert_allclose(out.discount, [0.25, 0.25, 0.25, 0.5])
   np.testing.assert_allclose(out.next_observation[:, 0], [2, 3, 4, 4])
@@ -60,7 +67,7 @@ def test_truncated_episode_bootstraps():
 
 def test_one_step():
   adder = adders.NStepTransitionAdder(1, 0.9)
-  out = adder.add(_traj(0, [1, 1, 1], terminated=True))
+  out = _add(adder, _traj(0, [1, 1, 1], terminated=True))
   np.testing.assert_allclose(out.reward, [1, 1, 1])
   np.testing.assert_allclose(out.discount, [0.9, 0.9, 0])
   np.testing.assert_allclose(out.next_observation[:, 0], [1, 2, 3])
@@ -69,22 +76,24 @@ def test_one_step():
 def test_episode_shorter_than_n():
   # n=3, T=2, terminated: t=0: 1 + .5*2 = 2 -> o2, discount 0; t=1: 2.
   adder = adders.NStepTransitionAdder(3, 0.5)
-  out = adder.add(_traj(0, [1, 2], terminated=True))
+  out = _add(adder, _traj(0, [1, 2], terminated=True))
   np.testing.assert_allclose(out.reward, [2, 2])
   np.testing.assert_allclose(out.discount, [0, 0])
 
 
 def test_slices_of_one_env_join_up():
   # One episode of 5 steps arrives as a cut slice of 3 and the rest.
-  whole = adders.NStepTransitionAdder(2, 0.5).add(
-    _traj(0, [1, 2, 3, 4, 5], terminated=True)
+  whole = _add(
+    adders.NStepTransitionAdder(2, 0.5),
+    _traj(0, [1, 2, 3, 4, 5], terminated=True),
   )
   adder = adders.NStepTransitionAdder(2, 0.5)
-  first = adder.add(_traj(0, [1, 2, 3], stream=0), stream=0, first=True)
+  first = _add(adder, _traj(0, [1, 2, 3], stream=0), stream=0, first=True)
   # Steps 0 and 1 have full windows; step 2 waits for the next slice.
   np.testing.assert_allclose(first.observation[:, 0], [0, 1])
   assert adder.pending_steps == 1
-  rest = adder.add(
+  rest = _add(
+    adder,
     _traj(3, [4, 5], terminated=True, stream=0, first=False),
     stream=0,
     first=False,
@@ -125,9 +134,9 @@ def test_streams_are_kept_apart_and_read_from_agent_info():
 def test_new_episode_flushes_the_pending_tail():
   # After a restore the env restarts: the waiting tail bootstraps at its cut.
   adder = adders.NStepTransitionAdder(3, 0.5)
-  assert adder.add(_traj(0, [1, 2], stream=0), stream=0) is None
-  out = adder.add(
-    _traj(100, [7], terminated=True, stream=0), stream=0, first=True
+  assert _add(adder, _traj(0, [1, 2], stream=0), stream=0) is None
+  out = _add(
+    adder, _traj(100, [7], terminated=True, stream=0), stream=0, first=True
   )
   # t=0: 1 + .5*2 = 2, two steps to the cut: discount .25, next o2.
   # t=1: 2, discount .5, next o2. Then the new episode's step: 7, 0.
@@ -139,21 +148,21 @@ def test_new_episode_flushes_the_pending_tail():
 
 def test_without_stream_a_cut_is_a_truncation():
   adder = adders.NStepTransitionAdder(2, 0.5)
-  out = adder.add(_traj(0, [1, 1]))
+  out = _add(adder, _traj(0, [1, 1]))
   np.testing.assert_allclose(out.discount, [0.25, 0.5])
   assert adder.pending_steps == 0
 
 
 def test_flush_and_state_round_trip():
   adder = adders.NStepTransitionAdder(3, 0.9)
-  adder.add(_traj(0, [1, 2, 3, 4], stream=2), stream=2)
+  _add(adder, _traj(0, [1, 2, 3, 4], stream=2), stream=2)
   state = adder.state_dict()
   other = adders.NStepTransitionAdder(3, 0.9)
   other.load_state_dict(state)
   assert other.pending_steps == adder.pending_steps == 2
   cont = _traj(4, [5], terminated=True, stream=2, first=False)
-  a = adder.add(cont, stream=2, first=False)
-  b = other.add(cont, stream=2, first=False)
+  a = _add(adder, cont, stream=2, first=False)
+  b = _add(other, cont, stream=2, first=False)
   for x, y in zip(a, b):
     np.testing.assert_array_equal(x, y)
   other.load_state_dict(state)
@@ -161,7 +170,7 @@ def test_flush_and_state_round_trip():
   # t=2: 3 + .9*4 = 6.6, discount .81; t=3: 4, discount .9.
   np.testing.assert_allclose(flushed.reward, [6.6, 4], rtol=1e-6)
   np.testing.assert_allclose(flushed.discount, [0.81, 0.9], rtol=1e-6)
-  with pytest.raises(ValueError, match='n_step=3'):
+  with pytest.raises(ValueError, match='n_step'):
     adders.NStepTransitionAdder(2, 0.9).load_state_dict(state)
 
 

@@ -121,24 +121,30 @@ def test_checkpoint_of_another_agent_is_refused(tmp_path):
   agent = _pg(n_envs=1, n_trajectories_per_epoch=1, output_dir=str(tmp_path))
   agent.run(1)
   t = task.RLTask('CartPole-v1', initial_trajectories=0)
-  ei = policy_agents.ExpertIteration(
-    t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
-  )
   with pytest.raises(checkpoint.CheckpointError, match='PolicyGradient'):
-    ei.restore()
+    policy_agents.ExpertIteration(
+      t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
+    )
 
 
-def test_network_evaluation_metrics_are_recorded():
+def test_per_epoch_network_evaluation_is_recorded():
+  records = []
   agent = _pg(
     n_envs=2,
     n_trajectories_per_epoch=2,
-    network_eval_at=lambda step: step % 2 == 0,
+    n_train_steps_per_epoch=4,
+    policy_evals_per_epoch=2,
+    policy_eval_steps=1,
   )
-  agent.run(1)  # Step 1: not evaluated.
-  record = agent.train_epoch()  # Step 2: evaluated.
-  assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(record)
-  record = agent.train_epoch()  # Step 3: not evaluated.
-  assert 'policy_eval/loss' not in record and 'policy/loss' in record
+  agent.run(1, callbacks=[lambda agent, record: records.append(record)])
+  assert agent.loop.step == 4
+  assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(records[0])
+  silent = _pg(n_envs=2, n_trajectories_per_epoch=2, policy_eval_steps=0)
+  silent.run(1, callbacks=[lambda agent, record: records.append(record)])
+  assert 'policy/loss' in records[1]
+  assert not any(k.startswith('policy_eval/') for k in records[1])
+  with pytest.raises(ValueError, match='policy_evals_per_epoch'):
+    _pg(n_train_steps_per_epoch=3, policy_evals_per_epoch=2)
 
 
 def test_single_trajectory_policy_wrapper():

@@ -7,14 +7,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import rlax
 from absl.testing import absltest
 
-from trax_rl import checkpoint, envs, sequence_adder, types
+from trax_rl import checkpoint, envs, types
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import r2d2
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base, models, recurrent
+from trax_rl.replay import sequence_adder
 
 # The fake network: state s [B]; per step q_t = b * o_t + s_t (o_t [B, A])
 # and s_{t+1} = s_t + a * o_t[:, 0]. With a = 0 Q values are b * o.
@@ -74,7 +76,7 @@ class R2D2LossTest(chex.TestCase):
     # t2: 1 + .5 * 2 * o3[0]=1 -> 2, Q = o2[0] = 3: td -1.
     # loss 0.5 * (4 + 4 + 1) = 4.5; priority .9 * 2 + .1 * 5 / 3.
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=1, value_transform='identity'
+      burn_in_length=0, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
     )
     loss, extra = self.variant(functools.partial(_loss, loss_fn))(SEGMENT)
     np.testing.assert_allclose(loss, 4.5, rtol=1e-6)
@@ -87,7 +89,7 @@ class R2D2LossTest(chex.TestCase):
     # t1: 1 + .5 (1 + .5 * 2 * o3[0]=1) = 2: td 0.
     # t2: one step left; bootstrap from o3 as rlax does: 1 + .5 * 2 = 2: td -1.
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=2, value_transform='identity'
+      burn_in_length=0, bootstrap_n=2, value_transform=rlax.IDENTITY_PAIR
     )
     loss, extra = self.variant(functools.partial(_loss, loss_fn))(SEGMENT)
     np.testing.assert_allclose(loss, 0.5 * (4 + 0 + 1), rtol=1e-6)
@@ -95,7 +97,7 @@ class R2D2LossTest(chex.TestCase):
 
   def test_terminal_and_truncated_padding(self):
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=0, bootstrap_n=2, value_transform='identity'
+      burn_in_length=0, bootstrap_n=2, value_transform=rlax.IDENTITY_PAIR
     )
     # Two real steps, final obs o2, then padding. Terminated after step 1:
     # t0: 1 + .5 (1 + 0) = 1.5, Q 1: td .5. t1: 1, Q 2: td -1. Padding: 0.
@@ -117,7 +119,7 @@ class R2D2LossTest(chex.TestCase):
     np.testing.assert_allclose(extra.priorities, [2.0], rtol=1e-6)
 
   def test_value_transform_and_its_inverse(self):
-    tx = r2d2_losses.value_transform('signed_hyperbolic')
+    tx = r2d2_losses.signed_hyperbolic_pair()
     # h(x) = sign(x) (sqrt(|x| + 1) - 1) + 1e-3 x.
     x = jnp.array([0.0, 3.0, -8.0, 0.25])
     expected = [0.0, 1.003, -2.008, np.sqrt(1.25) - 1 + 0.00025]
@@ -152,7 +154,7 @@ class R2D2LossTest(chex.TestCase):
     loss_fn = r2d2_losses.R2D2Loss(
       burn_in_length=0,
       bootstrap_n=1,
-      value_transform='identity',
+      value_transform=rlax.IDENTITY_PAIR,
       importance_sampling_exponent=0.6,
     )
     double = SEGMENT._replace(
@@ -167,7 +169,7 @@ class R2D2LossTest(chex.TestCase):
     loss_fn = r2d2_losses.R2D2Loss(
       burn_in_length=0,
       bootstrap_n=1,
-      value_transform='identity',
+      value_transform=rlax.IDENTITY_PAIR,
       clip_rewards=True,
       max_abs_reward=1.0,
     )
@@ -182,7 +184,7 @@ class R2D2LossTest(chex.TestCase):
     segment = _segment(obs, [0, 0, 1, 0, 0], [0, 0, 1, 1, 0],
                        [.5, .5, .5, .5, 0], [1, 1, 1, 1, 0], core=0.5)  # fmt: skip
     loss_fn = r2d2_losses.R2D2Loss(
-      burn_in_length=2, bootstrap_n=1, value_transform='identity'
+      burn_in_length=2, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
     )
     params = {'a': 1.0, 'b': 1.0}
     grads = jax.grad(lambda p: _loss(loss_fn, segment, online=p)[0])(params)
@@ -199,7 +201,9 @@ class R2D2LossTest(chex.TestCase):
     # The stored state s adds s to every Q value; targets then add s too:
     # with discount .5 each td moves by .5 s - s = -.5 s.
     stored = SEGMENT._replace(core_state=jnp.array([2.0]))
-    kwargs = dict(burn_in_length=0, bootstrap_n=1, value_transform='identity')
+    kwargs = dict(
+      burn_in_length=0, bootstrap_n=1, value_transform=rlax.IDENTITY_PAIR
+    )
     zero = _loss(r2d2_losses.R2D2Loss(use_core_state=False, **kwargs), stored)
     np.testing.assert_allclose(zero[0], 4.5, rtol=1e-6)  # As from zeros.
     used = _loss(r2d2_losses.R2D2Loss(**kwargs), stored)
@@ -279,7 +283,7 @@ def test_acting_records_and_resets_core_states(fresh):
   obs = np.ones((3, 4), np.float32)
   _, info = policy(obs, np.ones(3, bool))
   np.testing.assert_array_equal(info['core_hidden'], 0.0)
-  np.testing.assert_array_equal(info['env'], [0, 1, 2])
+  np.testing.assert_array_equal(info['stream'], [0, 1, 2])
   _, info = policy(obs, np.array([False, True, False]))
   hidden = info['core_hidden']
   assert np.all(hidden[[0, 2]] != 0) and np.all(hidden[1] == 0)
@@ -309,7 +313,7 @@ def test_stored_core_states_are_the_actors_states(fresh):
   # Rebuild each episode per env in order and replay the network over it.
   episodes, running = [], {}
   for traj in slices:
-    env = int(traj.agent_infos[0]['env'])
+    env = int(traj.agent_infos[0]['stream'])
     if traj.agent_infos[0]['first']:
       running[env] = [traj.observations[0]]
       episodes.append(running[env])
@@ -343,8 +347,8 @@ def test_check(fresh):
 def test_training_writes_priorities(trained):
   agent, _ = trained
   assert agent.trainer.step > 0
-  assert agent.replay.size > 0
-  state = agent.replay.state_dict()
+  assert agent.table.size > 0
+  state = agent.table.state_dict()
   assert np.any(state['priorities'] != 1.0)  # Written back by the learner.
 
 
@@ -354,7 +358,7 @@ def test_save_restore_mid_run(trained):
   restored = _agent(output_dir=directory)
   assert restored.restore()
   assert restored.current_epoch == agent.current_epoch
-  want, got = agent.replay.state_dict(), restored.replay.state_dict()
+  want, got = agent.table.state_dict(), restored.table.state_dict()
   for name in ('keys', 'priorities', 'num_inserts', 'num_samples'):
     np.testing.assert_array_equal(want[name], got[name])
   for a, b in zip(want['leaves'], got['leaves']):
@@ -367,7 +371,7 @@ def test_save_restore_mid_run(trained):
   assert checkpoint.dumps(agent.adder.state_dict()) == checkpoint.dumps(
     restored.adder.state_dict()
   )
-  assert restored.adder.running_envs  # Kept steps of running episodes.
+  assert restored.adder.running_streams  # Kept steps of running episodes.
   restored.run(1)
   assert restored.current_epoch == agent.current_epoch + 1
   assert restored.trainer.step > agent.trainer.step

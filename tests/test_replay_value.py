@@ -9,10 +9,10 @@ import optax
 import pytest
 
 from trax_rl import configurables, task
-from trax_rl.agents import replay_value
+from trax_rl.agents import replay_value, value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
-from trax_rl.replay import table as table_lib
+from trax_rl.replay import samplers
 from trax_rl.testing import fake_envs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,12 +87,12 @@ def test_rate_limiter_sets_the_number_of_updates():
 
 def test_prioritized_loss_gets_a_prioritized_table():
   plain = _agent()
-  assert isinstance(plain.table.sampler, table_lib.Uniform)
+  assert isinstance(plain.table.sampler, samplers.Uniform)
   agent = _agent(
     loss_fn=q_learning.PrioritizedDoubleQLearning(),
     priority_exponent=0.5,
   )
-  assert agent.table.sampler == table_lib.Prioritized(0.5)
+  assert agent.table.sampler == samplers.Prioritized(0.5)
   agent.run(2)
   priorities = agent.table.state_dict()['priorities']
   # Updated |TD| values replace the initial priority 1 of sampled items.
@@ -125,7 +125,7 @@ def test_gradient_clipping_is_applied():
 def test_epsilon_schedule_of_env_steps():
   agent = _agent(
     epsilon=functools.partial(
-      replay_value.linear_epsilon, initial=1.0, final=0.0, decay_steps=80
+      value_agents.linear_epsilon, initial=1.0, final=0.0, decay_steps=80
     )
   )
   assert agent.exploration_rate() == 1.0
@@ -133,7 +133,7 @@ def test_epsilon_schedule_of_env_steps():
   assert agent.env_steps == 40
   np.testing.assert_allclose(agent.exploration_rate(), 0.5)
   with pytest.raises(ValueError, match='final'):
-    replay_value.linear_epsilon(final=2.0)
+    value_agents.linear_epsilon(final=2.0)
 
 
 def _state(agent):
@@ -143,7 +143,6 @@ def _state(agent):
     state['table'],
     state['adder'],
     state['env_steps'],
-    state['max_priority'],
   )
 
 
@@ -158,7 +157,7 @@ def _assert_tree_equal(a, b):
 def _prioritized(out, **kwargs):
   return _agent(
     loss_fn=q_learning.PrioritizedDoubleQLearning(),
-    epsilon=functools.partial(replay_value.linear_epsilon, decay_steps=50),
+    epsilon=functools.partial(value_agents.linear_epsilon, decay_steps=50),
     output_dir=str(out),
     n_eval_episodes=1,
     seed=3,

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from trax_rl import checkpoint, sequence_adder, types
+from trax_rl import checkpoint, types
 from trax_rl import trajectory as trajectory_lib
+from trax_rl.replay import sequence_adder
 
 GAMMA = 0.5
 
@@ -26,7 +27,7 @@ def _slice(env, start, n, first, end=None):
       terminated=end == 'term' and k == n - 1,
       truncated=end == 'trunc' and k == n - 1,
       agent_info={
-        'env': np.int32(env),
+        'stream': np.int32(env),
         'first': np.bool_(first and k == 0),
         'core_h': np.array([10.0 * p + env], np.float32),
       },
@@ -58,7 +59,7 @@ def _was_real(mask):
 def _terminated_episode_segments(adder, slices):
   segments = []
   for start, n, first, end in slices:
-    segments += adder.add(_slice(0, start, n, first, end))
+    segments += adder.add_trajectories([_slice(0, start, n, first, end)])
   return segments
 
 
@@ -81,13 +82,13 @@ def test_slices_across_calls_give_the_same_segments():
   whole = _terminated_episode_segments(_adder(), [(0, 6, True, 'term')])
   adder = _adder()
   parts = []
-  parts.append(adder.add(_slice(0, 0, 2, True)))
-  assert adder.running_envs == [0]
-  parts.append(adder.add(_slice(0, 2, 3, False)))
-  parts.append(adder.add(_slice(0, 5, 1, False, 'term')))
+  parts.append(adder.add_trajectories([_slice(0, 0, 2, True)]))
+  assert adder.running_streams == [0]
+  parts.append(adder.add_trajectories([_slice(0, 2, 3, False)]))
+  parts.append(adder.add_trajectories([_slice(0, 5, 1, False, 'term')]))
   # Segment 0 completes with step 3 (2nd slice), segment 1 with step 5.
   assert [len(p) for p in parts] == [0, 1, 2]
-  assert adder.running_envs == []
+  assert adder.running_streams == []
   for a, b in zip(whole, sum(parts, [])):
     for x, y in zip(a, b):
       np.testing.assert_array_equal(
@@ -99,13 +100,13 @@ def test_slices_across_calls_give_the_same_segments():
 def test_short_and_truncated_episodes():
   adder = _adder()
   # Two steps, terminated: one padded segment from the start.
-  (segment,) = adder.add(_slice(0, 0, 2, True, 'term'))
+  (segment,) = adder.add_trajectories([_slice(0, 0, 2, True, 'term')])
   _check(segment, [0, 1, 2, 0], [0, 1, 0, 0], [0, 1, 0, 0],
          [.5, 0., 0., 0.], [1, 1, 0, 0], 0.0)  # fmt: skip
   # Three steps, truncated: the last real step keeps its discount (it
   # bootstraps from the final observation 3); the start at 2 is the first
   # whose window passes the end, so it is cut too.
-  first, last = adder.add(_slice(0, 0, 3, True, 'trunc'))
+  first, last = adder.add_trajectories([_slice(0, 0, 3, True, 'trunc')])
   _check(first, [0, 1, 2, 3], [0, 1, 0, 0], [0, 1, 2, 0],
          [.5, .5, .5, 0.], [1, 1, 1, 0], 0.0)  # fmt: skip
   _check(last, [2, 3, 0, 0], [0, 0, 0, 0], [2, 0, 0, 0],
@@ -115,11 +116,11 @@ def test_short_and_truncated_episodes():
 def test_envs_are_kept_apart_in_any_order():
   adder = _adder()
   out = []
-  out += adder.add(_slice(1, 0, 3, True))
-  out += adder.add(_slice(0, 0, 2, True))
-  assert adder.running_envs == [0, 1]
-  out += adder.add(_slice(0, 2, 4, False, 'term'))
-  out += adder.add(_slice(1, 3, 3, False, 'term'))
+  out += adder.add_trajectories([_slice(1, 0, 3, True)])
+  out += adder.add_trajectories([_slice(0, 0, 2, True)])
+  assert adder.running_streams == [0, 1]
+  out += adder.add_trajectories([_slice(0, 2, 4, False, 'term')])
+  out += adder.add_trajectories([_slice(1, 3, 3, False, 'term')])
   by_env = {0: [], 1: []}
   for s in out:
     by_env[int(s.core_state['core_h'][0]) % 10].append(s)
@@ -131,19 +132,19 @@ def test_envs_are_kept_apart_in_any_order():
 
 def test_episode_restart_closes_the_cut_episode_as_truncated():
   adder = _adder()
-  assert adder.add(_slice(0, 0, 3, True)) == []
+  assert adder.add_trajectories([_slice(0, 0, 3, True)]) == []
   # The env restarts (e.g. after a restore): the old episode ends at its
   # last observation 3 and still bootstraps.
-  segments = adder.add(_slice(0, 0, 1, True))
+  segments = adder.add_trajectories([_slice(0, 0, 1, True)])
   assert len(segments) == 2
   _check(segments[0], [0, 1, 2, 3], [0, 1, 0, 0], [0, 1, 2, 0],
          [.5, .5, .5, 0.], [1, 1, 1, 0], 0.0)  # fmt: skip
-  assert adder.running_envs == [0]
+  assert adder.running_streams == [0]
 
 
 def test_non_overlapping_period():
   adder = _adder(burn_in=0, trace=2, period=3)  # L = 3 = period.
-  segments = adder.add(_slice(0, 0, 7, True, 'term'))
+  segments = adder.add_trajectories([_slice(0, 0, 7, True, 'term')])
   starts = [int(s.core_state['core_h'][0]) // 10 for s in segments]
   assert starts == [0, 3, 6]
   np.testing.assert_array_equal(segments[2].mask, [1, 0, 0])
@@ -151,16 +152,16 @@ def test_non_overlapping_period():
 
 def test_state_dict_round_trip_mid_episode():
   reference = _adder()
-  expected = reference.add(_slice(0, 0, 3, True)) + reference.add(
-    _slice(0, 3, 4, False, 'term')
-  )
+  expected = reference.add_trajectories(
+    [_slice(0, 0, 3, True)]
+  ) + reference.add_trajectories([_slice(0, 3, 4, False, 'term')])
   adder = _adder()
-  assert adder.add(_slice(0, 0, 3, True)) == []
+  assert adder.add_trajectories([_slice(0, 0, 3, True)]) == []
   saved = checkpoint.loads(checkpoint.dumps(adder.state_dict()))
   restored = _adder()
   restored.load_state_dict(saved)
-  assert restored.running_envs == [0]
-  got = restored.add(_slice(0, 3, 4, False, 'term'))
+  assert restored.running_streams == [0]
+  got = restored.add_trajectories([_slice(0, 3, 4, False, 'term')])
   assert len(got) == len(expected) == 4  # Starts 0, 2, 4 (full) and 6.
   for a, b in zip(expected, got):
     np.testing.assert_array_equal(a.observation, b.observation)
@@ -181,14 +182,27 @@ def test_stack_and_zero_segment():
   assert batch.core_state['h'].shape == (2, 2)
 
 
+def test_a_slice_without_stream_info_is_a_whole_episode():
+  # As the transition adder: no stream, so nothing waits; the cut is a
+  # truncation (the last step bootstraps: discount gamma, not 0).
+  traj = trajectory_lib.Trajectory(np.array([0.0], np.float32))
+  for p in range(3):
+    traj.extend(p % 2, float(p), np.array([p + 1.0], np.float32))
+  adder = _adder()
+  # L = 4, period 2: starts 0 and 2 (the second one padded).
+  segment, second = adder.add_trajectories([traj])
+  assert adder.running_streams == []
+  np.testing.assert_array_equal(second.mask, [1, 0, 0, 0])
+  np.testing.assert_array_equal(segment.mask, [1, 1, 1, 0])
+  np.testing.assert_array_equal(segment.discount, [GAMMA] * 3 + [0])
+  np.testing.assert_array_equal(segment.observation[:, 0], [0, 1, 2, 3])
+  assert segment.core_state == {}
+
+
 def test_bad_input():
   with pytest.raises(ValueError, match='sequence_period'):
     sequence_adder.SequenceAdder(1, 2, 5, GAMMA)
   with pytest.raises(ValueError, match='trace_length'):
     sequence_adder.SequenceAdder(1, 0, 1, GAMMA)
-  traj = trajectory_lib.Trajectory(np.zeros(1))
-  traj.extend(0, 1.0, np.zeros(1), agent_info={'core_h': np.zeros(1)})
-  with pytest.raises(ValueError, match="'env'"):
-    _adder().add(traj)
   with pytest.raises(ValueError, match='version'):
     _adder().load_state_dict({'version': 99})

@@ -135,3 +135,38 @@ def test_loop_evaluates_and_checkpoints(tmp_path):
   assert [s for s, _ in loop.eval_history] == [2, 4]
   restored = loop_lib.Loop(make(), output_dir=str(tmp_path))
   assert restored.step == 3  # The last checkpoint was at step 3.
+
+
+def test_remaining_evals_as_trax():
+  # Epoch 2 of 10 steps in 5 rounds: from step 10 all 5 rounds remain.
+  assert loop_lib.remaining_evals(10, 2, 10, 5) == 5
+  assert loop_lib.remaining_evals(14, 2, 10, 5) == 3  # Restored mid-epoch.
+  assert loop_lib.remaining_evals(20, 2, 10, 5) == 0
+  with pytest.raises(ValueError, match='round boundary'):
+    loop_lib.remaining_evals(13, 2, 10, 5)
+  with pytest.raises(ValueError, match='round boundary'):
+    loop_lib.remaining_evals(4, 2, 10, 5)  # Behind the epoch.
+  with pytest.raises(ValueError, match='evals_per_epoch'):
+    loop_lib.check_evals('value', 10, 3, 1)
+  with pytest.raises(ValueError, match='value_eval_steps'):
+    loop_lib.check_evals('value', 10, 2, -1)
+
+
+def test_run_epoch_trains_in_rounds_and_evaluates_fresh_batches():
+  def batches(w):
+    while True:
+      yield _batch(w)
+
+  trainer = trainer_lib.Trainer(NETWORK, _loss, optax.sgd(0.0), batches(3.0))
+  # Evaluation batches have targets 5 x: err = (1 - 5) x = [-4, -8].
+  loop = loop_lib.Loop(
+    trainer, eval_batch_stream=batches(5.0), n_eval_batches=2
+  )
+  train, evals = loop.run_epoch(1, train_steps_per_epoch=4, evals_per_epoch=2)
+  assert loop.step == 4
+  np.testing.assert_allclose(train['err'], -3.0)  # (1 - 3) * mean([1, 2]).
+  np.testing.assert_allclose(evals['err'], -6.0)
+  np.testing.assert_allclose(evals['loss'], 0.5 * (16 + 64) / 2)
+  # Epoch 1 is done: nothing is left to run.
+  assert loop.run_epoch(1, 4, 2) == ({}, {})
+  assert loop.step == 4

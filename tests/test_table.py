@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from trax_rl.replay import table
+from trax_rl.replay import samplers, table
 
 
 class Item(NamedTuple):
@@ -38,7 +38,7 @@ def _chi_square(counts, probs):
 class TestSampling:
   def test_prioritized_frequencies_and_probabilities(self):
     # Weights p**0.5 = [1, 2, 3, 4, 0] over a total of 10.
-    t = _filled(8, [1.0, 4.0, 9.0, 16.0, 0.0], table.Prioritized(0.5))
+    t = _filled(8, [1.0, 4.0, 9.0, 16.0, 0.0], samplers.Prioritized(0.5))
     s = t.sample(200_000)
     counts = np.bincount(s.keys, minlength=5)
     assert counts[4] == 0  # Zero priority: never drawn.
@@ -63,13 +63,13 @@ class TestSampling:
 
   def test_exponent_zero_keeps_zero_priorities_out(self):
     # Reverb's convention: 0**0 counts as 0, the rest weigh 1 each.
-    t = _filled(4, [0.0, 5.0, 7.0, 0.1], table.Prioritized(0.0))
+    t = _filled(4, [0.0, 5.0, 7.0, 0.1], samplers.Prioritized(0.0))
     s = t.sample(3000)
     assert set(s.keys.tolist()) == {1, 2, 3}
     np.testing.assert_allclose(s.probability, 1 / 3)
 
   def test_all_zero_priorities_fall_back_to_uniform(self):
-    t = _filled(4, [0.0, 0.0, 0.0], table.Prioritized(0.6))
+    t = _filled(4, [0.0, 0.0, 0.0], samplers.Prioritized(0.6))
     s = t.sample(3000)
     assert set(s.keys.tolist()) == {0, 1, 2}
     np.testing.assert_array_equal(s.probability, np.full(3000, 1 / 3))
@@ -83,7 +83,7 @@ class TestSampling:
 
 class TestFifoAndKeys:
   def test_oldest_items_leave_first(self):
-    t = _filled(3, [1.0] * 5, table.Prioritized(1.0))
+    t = _filled(3, [1.0] * 5, samplers.Prioritized(1.0))
     assert t.size == 3
     # Key k sits in slot k % 3.
     np.testing.assert_array_equal(t.state_dict()['keys'], [3, 4, 2])
@@ -92,7 +92,7 @@ class TestFifoAndKeys:
     np.testing.assert_array_equal(s.data.action, s.keys)
 
   def test_mutate_removed_keys_is_harmless(self):
-    t = _filled(3, [1.0] * 5, table.Prioritized(1.0))
+    t = _filled(3, [1.0] * 5, samplers.Prioritized(1.0))
     # Keys 0 and 1 are gone (slots now hold 3 and 4); 99 was never issued.
     t.mutate_priorities([0, 1, 99, -1], [100.0, 0.0, 7.0, 3.0])
     np.testing.assert_allclose(t.sample(200).probability, 1 / 3)
@@ -103,7 +103,7 @@ class TestFifoAndKeys:
 
   @pytest.mark.parametrize('bad', [-0.5, np.nan, np.inf])
   def test_bad_priorities_raise(self, bad):
-    t = _filled(3, [1.0, 2.0], table.Prioritized(1.0))
+    t = _filled(3, [1.0, 2.0], samplers.Prioritized(1.0))
     with pytest.raises(ValueError, match='finite and >= 0'):
       t.mutate_priorities([0, 1], [1.0, bad])
     with pytest.raises(ValueError, match='finite and >= 0'):
@@ -114,8 +114,8 @@ class TestFifoAndKeys:
   def test_insert_batch_equals_loop_of_insert(self):
     rng = np.random.default_rng(0)
     priorities = rng.random(13)
-    batched = table.Table(5, table.Prioritized(0.7), seed=3)
-    looped = table.Table(5, table.Prioritized(0.7), seed=3)
+    batched = table.Table(5, samplers.Prioritized(0.7), seed=3)
+    looped = table.Table(5, samplers.Prioritized(0.7), seed=3)
     keys = []
     # The last chunk is larger than the table and wraps the ring.
     for lo, hi in [(0, 3), (3, 4), (4, 13)]:
@@ -254,7 +254,7 @@ class TestRateLimiter:
 
   def test_invalid_exponent_and_counts(self):
     with pytest.raises(ValueError, match='priority_exponent'):
-      table.Prioritized(-1.0)
+      samplers.Prioritized(-1.0)
     with pytest.raises(ValueError, match='n must be'):
       _filled(3, [1.0]).sample(0)
 
@@ -278,7 +278,7 @@ class TestState:
   def _make(self, seed):
     return table.Table(
       7,
-      table.Prioritized(0.6),
+      samplers.Prioritized(0.6),
       min_size_to_sample=2,
       samples_per_insert=3.0,
       error_buffer=30.0,

@@ -17,11 +17,13 @@ def _const_policy(action=1, log=None):
   return policy
 
 
-def _task(lengths=(3,), n_envs=1, **kwargs):
+def _task(lengths=(3,), n_envs=1, n_replay_epochs=1, **kwargs):
   kwargs.setdefault('initial_trajectories', 0)
-  return task.RLTask(
+  t = task.RLTask(
     lambda: fake_envs.CountingEnv(lengths), n_envs=n_envs, **kwargs
   )
+  t.set_n_replay_epochs(n_replay_epochs)
+  return t
 
 
 def test_collect_whole_episodes():

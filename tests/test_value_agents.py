@@ -14,6 +14,7 @@ from absl.testing import absltest
 
 from trax_rl import advantages, task, trajectory, types
 from trax_rl.agents import value_agents
+from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks_base
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
@@ -46,7 +47,7 @@ def _slices(obs, action, reward, done, mask):
 
 
 def _loss(margin, gamma=0.5, **kwargs):
-  return value_agents.NStepValueLoss(
+  return n_step_value.NStepValueLoss(
     advantage_estimator=advantages.td_k(gamma, margin),
     margin=margin,
     obs_ndim=1,

@@ -64,13 +64,24 @@ def map_fields(
   return trajectory_lib.TimeStepBatch(*[apply(v) for v in tsb])
 
 
+def power_of_two_at_least(n: int) -> int:
+  """The least power of two >= n (1 for n <= 1): few sizes, few compiles."""
+  return 1 << max(int(n) - 1, 0).bit_length()
+
+
 def stack_padded(slices, min_slice_length) -> trajectory_lib.TimeStepBatch:
+  """Stacks `[T_i, ...]` slices into a `[B, T, ...]` TimeStepBatch.
+
+  T is the longest slice (at least `min_slice_length`), rounded up to a
+  power of two when the slices differ in length; padding rows have done
+  True and mask 0.
+  """
   lengths = [s.observation.shape[0] for s in slices]
   longest = max(lengths)
   if min_slice_length:
     longest = max(longest, min_slice_length)
   if min(lengths) != longest:
-    longest = 1 << int(np.ceil(np.log2(longest)))
+    longest = power_of_two_at_least(longest)
 
   def stack(*xs):
     if xs[0] is None:

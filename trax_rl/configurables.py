@@ -24,16 +24,25 @@ from trax_rl.agents import (
   value_agents,
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
-from trax_rl.losses import q_learning
+from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
 
 CONFIG_FILE = 'config.gin'
 
 
+_REGISTERED: list[Any] = []
+
+
 def _register(*objects: Any, module: str = 'trax_rl') -> None:
   for obj in objects:
     gin.external_configurable(obj, module=module)
+    _REGISTERED.append(obj)
+
+
+def registered() -> list[Any]:
+  """The trax_rl functions and classes gin can configure, as registered."""
+  return [*_REGISTERED, task.RLTask, train_rl]
 
 
 # Task and environments. train_rl calls the gin-bound RLTask.
@@ -69,13 +78,13 @@ _register(
   value_agents.DQN,
   value_agents.trax_exploration_rate,
   replay_value.ReplayValueAgent,
-  replay_value.linear_epsilon,
+  value_agents.linear_epsilon,
   q_learning.QLearning,
   q_learning.RegularizedQLearning,
   q_learning.MunchausenQLearning,
   q_learning.PrioritizedDoubleQLearning,
-  q_learning.PrioritizedCategoricalDoubleQLearning,
-  q_learning.QrDqn,
+  distributional.PrioritizedCategoricalDoubleQLearning,
+  distributional.QrDqn,
 )
 # Atari: `ALE/Pong-v5` (made with frameskip=1) under gymnasium's wrappers.
 _register(
@@ -83,7 +92,13 @@ _register(
   gymnasium.wrappers.FrameStackObservation,
 )
 # R2D2: recurrent Q network, its loss and agent.
-_register(recurrent.RecurrentQuality, r2d2_losses.R2D2Loss, r2d2.R2D2)
+_register(
+  recurrent.RecurrentQuality,
+  r2d2_losses.R2D2Loss,
+  r2d2_losses.signed_hyperbolic_pair,
+  r2d2_losses.identity_pair,
+  r2d2.R2D2,
+)
 # Actor-critic agents, separate and joint networks.
 _register(
   actor_critic.A2C,
@@ -180,20 +195,12 @@ def train_rl(
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
   try:
-    agent = agent_class(task=RLTask(), output_dir=output_dir)
+    with base.restore_deferred():  # The config is compared first.
+      agent = agent_class(task=RLTask(), output_dir=output_dir)
   except TypeError as e:
-    # An agent's **kwargs lets gin accept any parameter name; say which
-    # binding has none.
-    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(e))
-    where = re.search(r"In call to configurable '([\w.]+)'", str(e))
-    if unknown is None:
-      raise
-    owner = where.group(1) if where else 'the agent'
-    raise ValueError(
-      f'unknown gin binding {owner}.{unknown.group(1)}: '
-      f'{owner} has no parameter {unknown.group(1)!r}'
-    ) from None
+    raise _binding_error(e) from None
   if build_only:
+    agent.restore()
     return agent
   try:
     changed = check_config_change(output_dir, allow_config_change)
@@ -344,6 +351,32 @@ def _after_first_epoch(
       _LOG.warning(message)
 
   return callback
+
+
+def _binding_error(error: TypeError) -> Exception:
+  """A one-line ValueError for a gin binding the agent cannot take.
+
+  An agent's **kwargs lets gin accept any parameter name, and an agent that
+  fixes a parent's knob itself (PolicyGradient's on-policy
+  `n_replay_epochs`) receives a binding of it twice: both name the binding.
+  """
+  text = str(error)
+  where = re.search(r"In call to configurable '([\w.]+)'", text)
+  owner = where.group(1) if where else 'the agent'
+  unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
+  if unknown is not None:
+    name = unknown.group(1)
+    return ValueError(
+      f'unknown gin binding {owner}.{name}: {owner} has no parameter {name!r}'
+    )
+  twice = re.search(r"multiple values for keyword argument '(\w+)'", text)
+  if twice is not None:
+    name = twice.group(1)
+    return ValueError(
+      f'gin binding {owner}.{name} cannot take effect: {owner} sets {name} '
+      'itself'
+    )
+  return error
 
 
 def query(binding: str, default: Any = None) -> Any:

@@ -1,5 +1,6 @@
 """Pure action selection: sampling with temperature, epsilon-greedy."""
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -7,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import types
+from trax_rl import types, validation
 
 
 def sample_action(
@@ -41,21 +42,62 @@ def epsilon_greedy(
 
 
 def apex_epsilons(
-  n_envs: int,
-  epsilon_min: float = 0.01,
-  epsilon_max: float = 0.4,
-  alpha: float = 7.0,
+  n_envs: int, base: float = 0.4, alpha: float = 7.0
 ) -> np.ndarray:
-  """Per-env exploration rates spread between two values (Ape-X style).
+  """Per-env exploration rates of Ape-X (Horgan et al., 2018).
 
-  Env i gets `epsilon_max ** (1 + alpha * i / (n - 1))` rescaled to span
-  [epsilon_min, epsilon_max]; with one env, `epsilon_max`.
+  Env i of N explores with `base ** (1 + alpha * i / (N - 1))`; with one
+  env, `base`.
+
+  Args:
+    n_envs: N, >= 1.
+    base: the largest rate, in [0, 1].
+    alpha: how far the rates spread below `base`, >= 0.
+
+  Returns:
+    [N] float32 rates, from `base` down to `base ** (1 + alpha)`.
+
+  Raises:
+    ValueError: naming a bad argument.
   """
+  validation.check_count('n_envs', n_envs, 1)
+  validation.check_unit('base', base)
+  if not alpha >= 0:
+    raise ValueError(f'alpha must be >= 0, got {alpha!r}')
   if n_envs == 1:
-    return np.array([epsilon_max], np.float32)
-  i = np.arange(n_envs) / (n_envs - 1)
-  lo, hi = np.log(max(epsilon_min, 1e-8)), np.log(epsilon_max)
-  return np.exp(hi + (lo - hi) * i).astype(np.float32)
+    return np.array([base], np.float32)
+  exponent = 1.0 + alpha * np.arange(n_envs) / (n_envs - 1)
+  return (np.float64(base) ** exponent).astype(np.float32)
+
+
+def network_policy(
+  apply_fn: Callable[..., Any],
+  params: types.Params,
+  distribution: Any,
+  observation: jax.Array,
+  key: jax.Array,
+  temperature: float | jax.Array = 1.0,
+  head_index: int = 0,
+) -> tuple[jax.Array, jax.Array]:
+  """Samples actions from a policy network, as Trax's `network_policy`.
+
+  Args:
+    apply_fn: `apply(params, obs[N, ...])`; returns the distribution inputs
+      `[N, n_inputs]`, or a tuple of heads (a multi-head network).
+    params: the network's parameters.
+    distribution: the action distribution (`distributions`).
+    observation: `[N, ...]`.
+    key: PRNG key.
+    temperature: 1.0 samples, 0.0 takes the mode.
+    head_index: which head of a multi-head network is the policy.
+
+  Returns:
+    (actions `[N, ...]`, distribution inputs `[N, n_inputs]`).
+  """
+  output = apply_fn(params, observation)
+  if isinstance(output, tuple | list):
+    output = output[head_index]
+  return sample_action(distribution, output, key, temperature), output
 
 
 def clip_to_space(action: np.ndarray, space: gym.Space) -> np.ndarray:

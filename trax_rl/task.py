@@ -27,7 +27,10 @@ class RLTask:
   """An RL task: the environment(s) and the trajectories collected on them.
 
   Trajectories are stored per epoch; only the last `n_replay_epochs` epochs
-  are kept. Collection steps `n_envs` copies of the env in lockstep with one
+  are kept. The agent training on the task owns that number (its own
+  `n_replay_epochs` knob, or 1 for agents that keep their own replay) and
+  sets it with `set_n_replay_epochs`; the task has no knob of its own, so a
+  gin binding of `RLTask.n_replay_epochs` is an unknown-parameter error. Collection steps `n_envs` copies of the env in lockstep with one
   batched policy call per step. Terminations and time-limit truncations are
   kept apart: only a termination stops bootstrapping.
   """
@@ -38,7 +41,6 @@ class RLTask:
     initial_trajectories: int | str = 1,
     gamma: float = 0.99,
     max_steps: int | None = None,
-    n_replay_epochs: int = 1,
     n_envs: int = 1,
     seed: int = 0,
   ):
@@ -52,14 +54,12 @@ class RLTask:
       gamma: discount factor, in [0, 1]; it also discounts `return_`.
       max_steps: optional cap on episode length; an episode reaching it is
         truncated (it bootstraps). Eval may pass a smaller cap.
-      n_replay_epochs: how many of the latest epochs of trajectories to keep.
       n_envs: number of env copies stepped in lockstep.
       seed: seeds env resets and random actions; part of the checkpoint.
     """
     if not 0.0 <= gamma <= 1.0:
       raise ValueError(f'gamma must be in [0, 1], got {gamma}')
     validation.check_count('max_steps', max_steps, 1)
-    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     validation.check_count('n_envs', n_envs, 1)
     if isinstance(initial_trajectories, bool) or (
       isinstance(initial_trajectories, int) and initial_trajectories < 0
@@ -73,7 +73,7 @@ class RLTask:
     self._eval_env = None  # Built on first eval.
     self._gamma = float(gamma)
     self._max_steps = max_steps
-    self._n_replay_epochs = n_replay_epochs
+    self._n_replay_epochs = 1
     self._n_envs = n_envs
     self._seed = seed
     self._rng = np.random.default_rng(seed)
@@ -129,6 +129,11 @@ class RLTask:
     return self._n_replay_epochs
 
   def set_n_replay_epochs(self, n_replay_epochs: int) -> None:
+    """Keeps the latest `n_replay_epochs` epochs (the agent's knob).
+
+    Raises:
+      ValueError: not an integer >= 1.
+    """
     validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     self._n_replay_epochs = n_replay_epochs
 

@@ -4,6 +4,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from trax_rl import advantages
+
 
 class EnvInfo(NamedTuple):
   """Per-step masks, as Trax's: which steps the agent controls / discounts."""
@@ -30,16 +32,6 @@ class TimeStepBatch(NamedTuple):
   env_info: EnvInfo
   return_: Any
   agent_info: Any = None  # dict[str, array] of what the policy recorded
-
-
-def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
-  """Discounted reward-to-go of each step, `[T]` -> `[T]` (no bootstrap)."""
-  returns = np.zeros(len(rewards), np.float32)
-  acc = 0.0
-  for t in range(len(rewards) - 1, -1, -1):
-    acc = rewards[t] + gamma * acc
-    returns[t] = acc
-  return returns
 
 
 class Trajectory:
@@ -198,7 +190,7 @@ class Trajectory:
         control_mask=np.ones(length, np.float32),
         discount_mask=np.ones(length, np.float32),
       ),
-      return_=padded(discounted_returns(rewards, gamma)),
+      return_=padded(advantages.discounted_returns(rewards, np.float32(gamma))),
       agent_info=agent_info,
     )
 

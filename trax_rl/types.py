@@ -1,6 +1,6 @@
 """Pytrees shared across trax_rl: transitions, segments, batches, outputs."""
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
@@ -63,3 +63,33 @@ class QOutput(NamedTuple):
   q_values: Array  # [B, A]
   dist: Array | None = None  # [B, A, K] C51 logits or QR-DQN quantiles
   atoms: Array | None = None  # [K] C51 support
+
+
+LossOutput = tuple[jax.Array, LossExtra]
+
+
+class LossFn(Protocol):
+  """Every loss of trax_rl: what a `Trainer` differentiates on each batch."""
+
+  def __call__(
+    self,
+    network: Any,
+    params: Params,
+    target_params: Params,
+    batch: Any,
+    key: PRNGKey,
+  ) -> LossOutput:
+    """Computes the loss of one batch.
+
+    Args:
+      network: the pure network (`networks.base.Network` or
+        `RecurrentNetwork`).
+      params: online parameters; the loss is differentiated w.r.t. these.
+      target_params: target-network parameters for bootstrapping, or ().
+      batch: e.g. `Batch(data=Transition[B], probability[B])` or a
+        `TimeStepBatch [B, T]`.
+      key: PRNG key for stochastic parts (unused by deterministic losses).
+
+    Returns:
+      (scalar loss, LossExtra(metrics, priorities[B] or None)).
+    """

@@ -33,6 +33,32 @@ def check_positive(name: str, value: Any) -> None:
     raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
 
 
+def _is_number(value: Any) -> bool:
+  return isinstance(value, int | float | np.number) and not isinstance(
+    value, bool
+  )
+
+
+def check_positive_or_none(name: str, value: Any) -> None:
+  """Raises ValueError unless value is None or a number > 0 (inf allowed)."""
+  if value is not None and not (_is_number(value) and value > 0):
+    raise ValueError(
+      f'{name} must be > 0, or None to disable it, got {value!r}'
+    )
+
+
+def check_non_negative(name: str, value: Any) -> None:
+  """Raises ValueError unless value is a finite number >= 0."""
+  if not (_is_number(value) and 0 <= value < math.inf):
+    raise ValueError(f'{name} must be a finite number >= 0, got {value!r}')
+
+
+def check_non_positive(name: str, value: Any) -> None:
+  """Raises ValueError unless value is a finite number <= 0."""
+  if not (_is_number(value) and -math.inf < value <= 0):
+    raise ValueError(f'{name} must be a finite number <= 0, got {value!r}')
+
+
 def check_unit(name: str, value: Any) -> None:
   """Raises ValueError unless value is a number in [0, 1]."""
   if (

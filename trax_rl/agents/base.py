@@ -1,9 +1,12 @@
 """Agent: the RL lifecycle (collect, evaluate, train, save) as Trax's."""
 
+import contextlib
+import contextvars
+import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -29,8 +32,50 @@ class NonFiniteError(RuntimeError):
   """A run stopped on a NaN or inf; the checkpoint on disk is the last finite."""
 
 
-class Agent:
+class _RestoresOnConstruction(type):
+  """Calls `restore()` once the outermost `__init__` has finished."""
+
+  def __init__(cls, name, bases, namespace, **kwargs):
+    super().__init__(name, bases, namespace, **kwargs)
+    # Constructing the class has the signature of its __init__, for
+    # `inspect.signature` and gin, not this metaclass's (*args, **kwargs).
+    init = inspect.signature(cls.__init__)
+    cls.__signature__ = init.replace(
+      parameters=list(init.parameters.values())[1:]
+    )
+
+  def __call__(cls, *args, **kwargs):
+    agent = super().__call__(*args, **kwargs)
+    if _RESTORE_ON_CONSTRUCTION.get():
+      agent.restore()
+    return agent
+
+
+_RESTORE_ON_CONSTRUCTION = contextvars.ContextVar(
+  'restore_on_construction', default=True
+)
+
+
+@contextlib.contextmanager
+def restore_deferred() -> Iterator[None]:
+  """Agents built inside restore only when `restore()` is called.
+
+  `train_rl` builds the agent this way to compare the config with the
+  checkpoint's before loading the checkpoint.
+  """
+  token = _RESTORE_ON_CONSTRUCTION.set(False)
+  try:
+    yield
+  finally:
+    _RESTORE_ON_CONSTRUCTION.reset(token)
+
+
+class Agent(metaclass=_RestoresOnConstruction):
   """An RL agent: collects trajectories into its RLTask and trains on them.
+
+  As in Trax, an agent built on an `output_dir` holding a checkpoint is
+  restored by its constructor: `current_epoch`, `avg_returns` and the
+  parameters are the checkpoint's right after construction.
 
   Subclasses implement `make_policy`, `train_epoch` and, for what they add
   to the checkpoint, `state_dict` / `load_state_dict`.
@@ -60,7 +105,11 @@ class Agent:
         each epoch, on a separate env, not stored.
       eval_steps: episode-length caps for evaluation; default the task's.
       eval_temperatures: temperatures to evaluate at (0.0 is greedy).
-      only_eval: collect for evaluation only; store nothing, train nothing.
+      only_eval: Trax's evaluation mode: each epoch of `run` collects with the
+        training policy without recording the trajectories and plays the
+        `n_eval_episodes`, but trains nothing, keeps `current_epoch` and
+        writes no checkpoint, so the checkpoint in output_dir stays exactly
+        the trained one. Its records go to metrics.jsonl as 'only_eval'.
       output_dir: where checkpoints, trajectories and metrics go; a run
         finding a checkpoint there continues from it.
       seed: seeds the agent's numpy Generator and JAX key (checkpointed).
@@ -113,6 +162,7 @@ class Agent:
     )
     self._act_counts = [0, 0]
     self._restored = False
+    self._loaded_checkpoint = False
     self._writer = None
 
   # Read-only views, as Trax's.
@@ -311,44 +361,59 @@ class Agent:
     if self._output_dir is not None and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
     for _ in range(max(n_to_run, 0)):
-      record = self._run_epoch(on_nonfinite)
-      if self._writer is not None:
-        self._writer.write('epoch', self._epoch, record)
-      if self._output_dir is not None:
-        self.save()
+      if self._only_eval:
+        record = self._evaluation_epoch()
+      else:
+        record = self._run_epoch(on_nonfinite)
+        if self._writer is not None:
+          self._writer.write('epoch', self._epoch, record)
+        if self._output_dir is not None:
+          self.save()
       for callback in callbacks:
         callback(self, record)
 
-  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
-    """Collects, evaluates and trains one epoch; returns its record."""
-    self._epoch += 1
+  def _collect_record(self) -> dict[str, Any]:
+    """Collects one epoch; the record of its return and speed."""
     start = time.perf_counter()
     interactions_before = self._task.n_interactions()
-    nonfinite_before = self._task.n_nonfinite_observations()
     avg_return = self._collect()
-    self._avg_returns.append(avg_return)
     collect_s = time.perf_counter() - start
     new_interactions = self._task.n_interactions() - interactions_before
-    record = {
+    return {
       'avg_return': avg_return,
       'n_interactions': self._task.n_interactions(),
       'n_trajectories': self._task.n_trajectories(),
       'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
       'collect_s': collect_s,
     }
+
+  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
+    """Collects, evaluates and trains one epoch; returns its record."""
+    self._epoch += 1
+    nonfinite_before = self._task.n_nonfinite_observations()
+    record = self._collect_record()
+    self._avg_returns.append(record['avg_return'])
     if self._task.n_nonfinite_observations() > nonfinite_before:
       self._on_nonfinite(on_nonfinite, 'observation', None)
-    if self._n_eval_episodes and not self._only_eval:
+    if self._n_eval_episodes:
       record.update(self.evaluate())
-    if not self._only_eval:
-      start = time.perf_counter()
-      record.update(self.train_epoch())
-      record['train_s'] = time.perf_counter() - start
-      for name, trainer in self.trainers().items():
-        found = trainer.nonfinite()  # One read per trainer and epoch.
-        if found is not None:
-          self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
-          trainer.clear_nonfinite()
+    start = time.perf_counter()
+    record.update(self.train_epoch())
+    record['train_s'] = time.perf_counter() - start
+    for name, trainer in self.trainers().items():
+      found = trainer.nonfinite()  # One read per trainer and epoch.
+      if found is not None:
+        self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
+        trainer.clear_nonfinite()
+    return record
+
+  def _evaluation_epoch(self) -> dict[str, Any]:
+    """`only_eval`: collect unrecorded and evaluate; the state stays."""
+    record = self._collect_record()
+    if self._n_eval_episodes:
+      record.update(self.evaluate())
+    if self._writer is not None:
+      self._writer.write('only_eval', self._epoch, record)
     return record
 
   def _on_nonfinite(self, policy: str, what: str, step: int | None) -> None:
@@ -399,13 +464,16 @@ class Agent:
     self._task.remove_stale_files(self._output_dir)
 
   def restore(self) -> bool:
-    """Loads the checkpoint in output_dir, once; True if there was one.
+    """Loads the checkpoint in output_dir, once (the constructor calls it).
+
+    Returns:
+      True if a checkpoint was loaded, now or by an earlier call.
 
     Raises:
       CheckpointError: the checkpoint is unreadable or of another agent.
     """
     if self._restored or self._output_dir is None:
-      return False
+      return self._loaded_checkpoint
     self._restored = True
     # Temp files of writes a crash cut short are never needed again.
     out = epath.Path(self._output_dir)
@@ -437,6 +505,7 @@ class Agent:
     metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
       'epoch', self._epoch
     )
+    self._loaded_checkpoint = True
     return True
 
   def close(self) -> None:

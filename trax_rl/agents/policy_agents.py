@@ -54,14 +54,20 @@ class PolicyAgent(base.Agent):
   def policy_params(self) -> Any:
     raise NotImplementedError
 
+  def policy_head_index(self) -> int:
+    """Which output of a multi-head policy network is the policy."""
+    return 0
+
   def _select_action(self, params, key, index, obs, temperature):
-    out = self.policy_network().apply(params, obs)
-    dist_inputs = out[0] if isinstance(out, tuple) else out
-    key = policies.key_for_step(key, index)
-    action = policies.sample_action(
-      self._policy_dist, dist_inputs, key, temperature
+    return policies.network_policy(
+      self.policy_network().apply,
+      params,
+      self._policy_dist,
+      obs,
+      policies.key_for_step(key, index),
+      temperature,
+      head_index=self.policy_head_index(),
     )
-    return action, dist_inputs
 
   def make_policy(
     self, temperature: float, evaluation: bool
@@ -103,8 +109,8 @@ class LoopPolicyAgent(PolicyAgent):
     lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     max_gradient_norm: float | None = None,
     batch_size: int = 64,
-    network_eval_at: Callable[[int], bool] | None = None,
-    n_eval_batches: int = 1,
+    policy_evals_per_epoch: int = 1,
+    policy_eval_steps: int = 1,
     max_slice_length: int | None = 1,
     trajectory_stream_preprocessing_fn: Callable | None = None,
     **kwargs,
@@ -126,9 +132,11 @@ class LoopPolicyAgent(PolicyAgent):
         e.g. `@multifactor` with its factors bound in gin.
       max_gradient_norm: clip gradients to this global norm (None: off).
       batch_size: trajectory slices per update.
-      network_eval_at: `step -> bool`, when to evaluate the network's
-        metrics on fresh batches.
-      n_eval_batches: batches per network evaluation.
+      policy_evals_per_epoch: the epoch's updates run in this many equal
+        rounds, each followed by an evaluation of the loss metrics on
+        `policy_eval_steps` fresh batches (Trax's; only affects the
+        `policy_eval/` metrics of the epoch record).
+      policy_eval_steps: batches per evaluation; 0 turns evaluation off.
       max_slice_length: slice length (None: whole trajectories).
       trajectory_stream_preprocessing_fn: maps the trajectory stream before
         batching (ExpertIteration filters it).
@@ -140,7 +148,14 @@ class LoopPolicyAgent(PolicyAgent):
     )
     validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     validation.check_count('max_slice_length', max_slice_length, 1)
+    loop_lib.check_evals(
+      'policy',
+      n_train_steps_per_epoch,
+      policy_evals_per_epoch,
+      policy_eval_steps,
+    )
     super().__init__(task, **kwargs)
+    self._evals_per_epoch = policy_evals_per_epoch
     task.set_n_replay_epochs(n_replay_epochs)
     self._n_train_steps_per_epoch = n_train_steps_per_epoch
     self._max_slice_length = max_slice_length
@@ -158,7 +173,7 @@ class LoopPolicyAgent(PolicyAgent):
       obs_ndim=self._obs_ndim,
     )
     stream = self._batch_stream(
-      batch_size, n_replay_epochs, trajectory_stream_preprocessing_fn
+      batch_size, n_replay_epochs, trajectory_stream_preprocessing_fn, self._rng
     )
     trainer = trainer_lib.Trainer(
       self._network,
@@ -168,21 +183,15 @@ class LoopPolicyAgent(PolicyAgent):
       seed=self.next_key(),
       name='policy',
     )
-
-    def eval_fn(params, batch):
-      value, extra = loss(self._network, params, (), batch, None)
-      return dict(extra.metrics, loss=value)
-
-    self._loop = loop_lib.Loop(
-      trainer,
-      eval_fn=eval_fn,
-      eval_batch_stream=stream,
-      n_eval_batches=n_eval_batches,
-      eval_at=network_eval_at,
+    self._eval_stream_args = (
+      batch_size,
+      n_replay_epochs,
+      trajectory_stream_preprocessing_fn,
     )
+    self._loop = loop_lib.Loop(trainer, n_eval_batches=policy_eval_steps)
 
   def _batch_stream(
-    self, batch_size, n_replay_epochs, preprocessing_fn
+    self, batch_size, n_replay_epochs, preprocessing_fn, rng
   ) -> Iterator[Any]:
     return self._task.trajectory_batch_stream(
       batch_size,
@@ -190,7 +199,7 @@ class LoopPolicyAgent(PolicyAgent):
       max_slice_length=self._max_slice_length,
       sample_trajectories_uniformly=True,
       trajectory_stream_preprocessing_fn=preprocessing_fn,
-      rng=self._rng,
+      rng=rng,
     )
 
   @property
@@ -209,12 +218,21 @@ class LoopPolicyAgent(PolicyAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
-    n_evals = len(self._loop.eval_history)
-    metrics = self._loop.run(self._n_train_steps_per_epoch)
+    # Evaluation batches come from a generator of their own, seeded by the
+    # epoch: evaluating never changes training, and a resumed run evaluates
+    # as an uninterrupted one.
+    eval_stream = self._batch_stream(
+      *self._eval_stream_args,
+      np.random.default_rng([self._seed, self._epoch, 7]),
+    )
+    metrics, evals = self._loop.run_epoch(
+      self._epoch,
+      self._n_train_steps_per_epoch,
+      self._evals_per_epoch,
+      eval_stream,
+    )
     record = {f'policy/{k}': v for k, v in metrics.items()}
-    if len(self._loop.eval_history) > n_evals:  # Evaluated this epoch.
-      _, evals = self._loop.eval_history[-1]
-      record.update({f'policy_eval/{k}': v for k, v in evals.items()})
+    record.update({f'policy_eval/{k}': v for k, v in evals.items()})
     return record
 
   def state_dict(self) -> dict[str, Any]:

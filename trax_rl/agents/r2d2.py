@@ -13,6 +13,10 @@ process plays the roles of Acme's actors and learner:
   holds the samples-per-insert ratio; inserts and updates alternate.
 - Learning: a `Trainer` on `R2D2Loss`; the new priorities go back to the
   table. `n_devices` makes the update data-parallel over local devices.
+
+Validation, table setup, the insert/learn loop, priorities and checkpoints
+are those of `replay_value.ReplayValueAgent`, the replay-agent base; R2D2
+brings the recurrent network, the sequence adder and the acting policy.
 """
 
 from collections.abc import Callable
@@ -21,23 +25,18 @@ from typing import Any
 import flax.linen as nn
 import jax
 import numpy as np
-import optax
 
-from trax_rl import envs, policies, sequence_adder, types, validation
+from trax_rl import policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import base
+from trax_rl.agents import replay_value
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base as networks_base
 from trax_rl.networks import recurrent
-from trax_rl.replay import table as table_lib
-from trax_rl.supervised import trainer as trainer_lib
-from trax_rl.supervised import update
-
-_INITIAL_PRIORITY = 1.0  # Acme's adders insert at priority 1.
+from trax_rl.replay import sequence_adder
 
 
-class R2D2(base.Agent):
+class R2D2(replay_value.ReplayValueAgent):
   """Recurrent Replay Distributed DQN on one machine (Kapturowski 2019)."""
 
   def __init__(
@@ -49,8 +48,6 @@ class R2D2(base.Agent):
     sequence_period: int = 40,
     batch_size: int = 64,
     learning_rate: float = 1e-3,
-    optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
-    max_gradient_norm: float | None = None,
     target_update_period: int = 2500,
     samples_per_insert: float = 4.0,
     samples_per_insert_tolerance_rate: float = 0.1,
@@ -60,7 +57,6 @@ class R2D2(base.Agent):
     epsilon_min: float = 0.001,
     epsilon_max: float = 0.1,
     evaluation_epsilon: float = 0.0,
-    n_devices: int | None = None,
     **kwargs,
   ):
     """Configures the agent (defaults: Acme's `R2D2Config`).
@@ -77,113 +73,110 @@ class R2D2(base.Agent):
       sequence_period: a segment starts every this many steps.
       batch_size: segments per update.
       learning_rate: the optimizer's learning rate.
-      optimizer: optax factory called as `optimizer(learning_rate=...)`.
-      max_gradient_norm: clip gradients to this global norm (None: off).
       target_update_period: updates between target-network syncs.
       samples_per_insert: segments sampled per segment inserted (the table's
         rate limiter keeps this ratio once min_replay_size is reached).
       samples_per_insert_tolerance_rate: allowed relative deviation of the
-        ratio, as Acme's (the buffer is at least one batch plus one insert).
+        ratio, as Acme's (the window holds at least one batch and one insert).
       min_replay_size: segments in the table before updates start.
       max_replay_size: table capacity in segments (FIFO removal).
       priority_exponent: alpha of prioritized sampling.
       epsilon_min: smallest per-env exploration rate.
       epsilon_max: largest per-env exploration rate; env i of n explores
-        with the i-th of n rates spaced log-uniformly between the two.
+        with Ape-X's `epsilon_max ** (1 + alpha i / (n - 1))`, alpha chosen
+        so that the last env gets epsilon_min (`policies.apex_epsilons`).
       evaluation_epsilon: the least exploration rate of evaluation policies
         (Acme's evaluation_epsilon); 0 keeps temperature-0 evaluation greedy.
-      n_devices: learner devices (`Trainer`): None or 1, k, or -1 for all.
-      **kwargs: for `Agent` (n_interactions_per_epoch, output_dir, seed ...).
+      **kwargs: for `ReplayValueAgent` (optimizer, max_gradient_norm,
+        n_devices, num_sgd_steps_per_step) and `Agent`
+        (n_interactions_per_epoch, output_dir, seed ...).
 
     Raises:
       ValueError: naming a bad argument or a non-discrete action space.
     """
-    n_actions = envs.require_discrete(task.action_space, 'R2D2')
-    for name, value, low in (
-      ('batch_size', batch_size, 1),
-      ('min_replay_size', min_replay_size, 1),
-      ('max_replay_size', max_replay_size, 1),
-      ('target_update_period', target_update_period, 1),
-    ):
-      validation.check_count(name, value, low)
-    if min_replay_size > max_replay_size:
-      raise ValueError(
-        f'min_replay_size ({min_replay_size}) must be <= max_replay_size '
-        f'({max_replay_size})'
-      )
-    if not samples_per_insert > 0:
-      raise ValueError(
-        f'samples_per_insert must be > 0, got {samples_per_insert}'
-      )
     if not 0 <= epsilon_min <= epsilon_max <= 1:
       raise ValueError(
         'need 0 <= epsilon_min <= epsilon_max <= 1, got '
         f'{epsilon_min} and {epsilon_max}'
       )
+    if epsilon_max == 1 and epsilon_min < 1:
+      raise ValueError(
+        'epsilon_max must be < 1 when epsilon_min < epsilon_max: Ape-X rates '
+        f'are powers of epsilon_max, got {epsilon_max}'
+      )
     loss_fn = r2d2_losses.R2D2Loss() if loss_fn is None else loss_fn
     if not isinstance(loss_fn, r2d2_losses.R2D2Loss):
       raise ValueError(f'R2D2 needs an R2D2Loss, got {loss_fn!r}')
-    super().__init__(task, **kwargs)
-    self._adder = sequence_adder.SequenceAdder(
-      loss_fn.burn_in_length,
-      trace_length,
-      sequence_period,
-      task.gamma,
-      core_state_fn=recurrent.state_from_info,
-    )
-    self._batch_size = batch_size
+    validation.check_count('trace_length', trace_length, 1)
+    validation.check_count('sequence_period', sequence_period, 1)
+    self._burn_in = loss_fn.burn_in_length
+    self._trace_length = trace_length
+    self._sequence_period = sequence_period
     self._epsilon_range = (float(epsilon_min), float(epsilon_max))
     self._evaluation_epsilon = float(evaluation_epsilon)
-    module = model_fn(n_actions=n_actions)
-    self._network = recurrent.make_recurrent_network(
-      module, task.example_observation()
-    )
-    self._loss = loss_fn
-    self._trainer = trainer_lib.Trainer(
-      self._network,
-      self._loss,
-      update.make_optimizer(learning_rate, optimizer, max_gradient_norm),
-      seed=self.next_key(),
-      target_update_period=target_update_period,
-      name='r2d2',
-      n_devices=n_devices,
-    )
-    tolerance = samples_per_insert_tolerance_rate * samples_per_insert
-    self._table = table_lib.Table(
-      max_replay_size,
-      table_lib.Prioritized(priority_exponent),
-      min_size_to_sample=min_replay_size,
-      samples_per_insert=samples_per_insert,
-      # Whole batches are sampled at once: the limiter's window must hold
-      # one batch and one insert, or neither could ever proceed.
-      error_buffer=max(
-        tolerance * min_replay_size, batch_size + samples_per_insert
-      ),
-      seed=int(self._rng.integers(2**31 - 1)),
-    )
-    self._select = jax.jit(self._select_action)
-    self._unroll = jax.jit(self._network.unroll)
     self._core_states = {False: None, True: None}
+    super().__init__(
+      task,
+      model_fn=model_fn,
+      loss_fn=loss_fn,
+      batch_size=batch_size,
+      n_step=1,  # Segments, not transitions: the loss has bootstrap_n.
+      min_replay_size=min_replay_size,
+      max_replay_size=max_replay_size,
+      samples_per_insert=samples_per_insert,
+      samples_per_insert_tolerance_rate=samples_per_insert_tolerance_rate,
+      priority_exponent=priority_exponent,
+      target_update_period=target_update_period,
+      epsilon=float(epsilon_max),  # Per-env rates: see `epsilons`.
+      learning_rate=learning_rate,
+      **kwargs,
+    )
+    self._unroll = jax.jit(self._network.unroll)
+
+  # The replay agent's hooks.
+  def _make_network(self, module: nn.Module) -> networks_base.RecurrentNetwork:
+    return recurrent.make_recurrent_network(
+      module, self._task.example_observation()
+    )
+
+  def _make_adder(self) -> sequence_adder.SequenceAdder:
+    return sequence_adder.SequenceAdder(
+      self._burn_in,
+      self._trace_length,
+      self._sequence_period,
+      self._task.gamma,
+      core_state_fn=self._core_state,
+    )
+
+  def _core_state(self, info: dict[str, np.ndarray]) -> recurrent.LSTMState:
+    """A segment's stored core state; zeros for a slice recorded without."""
+    if info:
+      return recurrent.state_from_info(info)
+    return jax.tree.map(
+      lambda x: np.asarray(x)[0], self._network.initial_state(1)
+    )
+
+  def _new_items(self, trajectories) -> types.Segment | None:
+    segments = self._adder.add_trajectories(trajectories)
+    return sequence_adder.stack(segments) if segments else None
+
+  def _insert_chunk_size(self) -> int:
+    return 1  # Segment by segment, as the rate limiter allows.
+
+  def _example_batch(self, n: int) -> types.Batch:
+    segment = sequence_adder.zero_segment(
+      self._task.example_observation(),
+      np.zeros((), np.int32),
+      self._adder.sequence_length,
+      self._core_state({}),
+    )
+    return types.Batch(
+      sequence_adder.stack([segment] * n), np.ones(n, np.float32)
+    )
 
   @property
   def network(self) -> networks_base.RecurrentNetwork:
     return self._network
-
-  @property
-  def loss(self) -> r2d2_losses.R2D2Loss:
-    return self._loss
-
-  @property
-  def trainer(self) -> trainer_lib.Trainer:
-    return self._trainer
-
-  @property
-  def replay(self) -> table_lib.Table:
-    return self._table
-
-  @property
-  def adder(self) -> sequence_adder.SequenceAdder:
-    return self._adder
 
   # Acting.
   def _select_action(self, params, key, index, obs, state, first, epsilon):
@@ -195,19 +188,23 @@ class R2D2(base.Agent):
 
   def epsilons(self, n_envs: int, temperature: float, evaluation: bool):
     """Per-env exploration rates `[n_envs]` at `temperature`."""
-    spread = policies.apex_epsilons(n_envs, *self._epsilon_range)
+    low, high = self._epsilon_range
+    alpha = 0.0
+    if low < high:  # Then 0 < high < 1: log(high) < 0.
+      alpha = np.log(max(low, 1e-8)) / np.log(high) - 1.0
+    spread = policies.apex_epsilons(n_envs, high, alpha)
     floor = self._evaluation_epsilon if evaluation else 0.0
     return np.maximum(np.float32(temperature) * spread, floor).astype(
       np.float32
     )
 
-  def make_policy(
+  def _acting_policy(
     self, temperature: float, evaluation: bool
   ) -> task_lib.BatchPolicy:
     """Epsilon-greedy with memory; `evaluation` keeps its own core states.
 
     The info of each step holds the core state before it (`core_hidden`,
-    `core_cell`), `first` and the env index `env`, for the sequence adder.
+    `core_cell`), for the sequence adder.
     """
     evaluation = bool(evaluation)
     cache = {}
@@ -231,10 +228,7 @@ class R2D2(base.Agent):
         cache[n],
       )
       self._core_states[evaluation] = after
-      info = recurrent.state_to_info(before)
-      info[sequence_adder.FIRST_KEY] = first
-      info[sequence_adder.ENV_KEY] = np.arange(n, dtype=np.int32)
-      return np.asarray(action), info
+      return np.asarray(action), recurrent.state_to_info(before)
 
     return policy
 
@@ -256,77 +250,6 @@ class R2D2(base.Agent):
     action = policies.epsilon_greedy(q_values, key, epsilon)
     return np.asarray(action)[0], {'q_values': np.asarray(q_values)[0]}
 
-  # Learning.
-  def _example_batch(self) -> types.Batch:
-    example_state = jax.tree.map(
-      lambda x: np.asarray(x)[0], self._network.initial_state(1)
-    )
-    segment = sequence_adder.zero_segment(
-      self._task.example_observation(),
-      np.zeros((), np.int64),
-      self._adder.sequence_length,
-      example_state,
-    )
-    data = sequence_adder.stack([segment] * self._batch_size)
-    return types.Batch(data, np.ones(self._batch_size, np.float32))
-
-  def compile_update(self) -> None:
-    self._trainer.compile(self._example_batch())
-
-  def _learn(self, sums: dict[str, Any]) -> None:
-    sample = self._table.sample(self._batch_size)
-    batch = types.Batch(sample.data, sample.probability.astype(np.float32))
-    extra = self._trainer.train_step(batch)
-    self._table.mutate_priorities(sample.keys, np.asarray(extra.priorities))
-    for k, v in extra.metrics.items():
-      sums[k] = sums[k] + v if k in sums else v
-
-  def train_epoch(self) -> dict[str, float]:
-    """Cuts this epoch's slices into segments; inserts them and learns.
-
-    Inserts and updates alternate as the table's rate limiter allows, so
-    each segment is sampled about `samples_per_insert` times.
-    """
-    trajectories = self._task.trajectories.get(self._epoch, [])
-    segments = self._adder.add_trajectories(trajectories)
-    sums: dict[str, Any] = {}
-    n_updates, i = 0, 0
-    while True:
-      while i < len(segments) and self._table.can_insert(1):
-        self._table.insert(segments[i], _INITIAL_PRIORITY)
-        i += 1
-      learned = False
-      while self._table.can_sample(self._batch_size):
-        self._learn(sums)
-        n_updates += 1
-        learned = True
-      if i == len(segments):
-        break
-      if not learned and not self._table.can_insert(1):
-        raise RuntimeError('R2D2 replay rate limiter blocks both ways')
-    metrics = {
-      f'r2d2/{k}': float(v) / max(n_updates, 1) for k, v in sums.items()
-    }
-    metrics.update(
-      {
-        'r2d2/n_updates': n_updates,
-        'r2d2/n_segments': len(segments),
-        'r2d2/replay_size': self._table.size,
-        'r2d2/step': self._trainer.step,
-      }
-    )
-    return metrics
-
-  # Checkpoints.
-  def state_dict(self) -> dict[str, Any]:
-    return {
-      'trainer': self._trainer.state_dict(),
-      'replay': self._table.state_dict(),
-      'adder': self._adder.state_dict(),
-    }
-
   def load_state_dict(self, state: dict[str, Any]) -> None:
-    self._trainer.load_state_dict(state['trainer'])
-    self._table.load_state_dict(state['replay'])
-    self._adder.load_state_dict(state['adder'])
+    super().load_state_dict(state)
     self._core_states = {False: None, True: None}

@@ -1,4 +1,10 @@
-"""ReplayValueAgent: Acme-style value learners on a replay Table."""
+"""ReplayValueAgent: Acme-style value learners on a replay Table.
+
+The replay-agent base of trax_rl: validation, table setup, the insert and
+learn loop, priorities and checkpoints live here once. `ReplayValueAgent`
+learns on n-step transitions; `r2d2.R2D2` overrides the network, adder,
+acting policy and example batch for recurrent sequence replay.
+"""
 
 from collections.abc import Callable
 from typing import Any
@@ -8,58 +14,50 @@ import jax
 import numpy as np
 import optax
 
-from trax_rl import adders, types, validation
 from trax_rl import task as task_lib
+from trax_rl import types, validation
 from trax_rl.agents import value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
+from trax_rl.replay import adders, samplers
 from trax_rl.replay import table as table_lib
+from trax_rl.supervised import loop as loop_lib
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
-
-
-def linear_epsilon(
-  initial: float = 1.0, final: float = 0.05, decay_steps: int = 10_000
-) -> value_agents.Schedule:
-  """Epsilon falling linearly from `initial` to `final` over env steps.
-
-  Args:
-    initial: epsilon at env step 0, in [0, 1].
-    final: epsilon from `decay_steps` on, in [0, 1].
-    decay_steps: env steps of the linear decay, >= 1.
-  """
-  for name, value in (('initial', initial), ('final', final)):
-    if not 0.0 <= value <= 1.0:
-      raise ValueError(f'linear_epsilon {name} must be in [0, 1], got {value}')
-  validation.check_count('decay_steps', decay_steps, 1)
-  return optax.linear_schedule(initial, final, decay_steps)
+# New items enter at Acme's default priority (its adders' priority function
+# returns 1.0; Reverb's prioritized selector samples them like any item of
+# priority 1 until the learner writes their |TD|).
+_NEW_ITEM_PRIORITY = 1.0
 
 
 class ReplayValueAgent(value_agents.ValueAgent):
   """A value learner on a Reverb-like replay Table, any Acme-family loss.
 
   Each epoch: collect `n_interactions_per_epoch` env steps epsilon-greedily,
-  turn the new trajectories into n-step transitions (`adders`), insert them
-  into the Table, then learn while its rate limiter lets `batch_size *
-  num_sgd_steps_per_step` items be sampled (about `samples_per_insert`
-  samples per inserted item once `min_replay_size` items are in). Each
-  learner call runs `num_sgd_steps_per_step` updates in one jitted
-  `lax.scan`. Losses that return priorities (the prioritized ones) get a
-  prioritized table and have their priorities written back; new items get
-  the largest priority written so far (Schaul et al., 2016).
+  turn the new trajectories into replay items (n-step transitions here,
+  `adders`), then alternate inserting them and learning while the table's
+  rate limiter lets `batch_size * num_sgd_steps_per_step` items be sampled
+  (about `samples_per_insert` samples per inserted item once
+  `min_replay_size` items are in). Each learner call runs
+  `num_sgd_steps_per_step` updates in one jitted `lax.scan`. Losses that
+  return priorities (the prioritized ones) get a prioritized table and have
+  their priorities written back. A new item's priority is 1.0, as Acme's
+  adders insert it (their default priority function), whether or not the
+  table is prioritized.
   """
 
   def __init__(
     self,
     task: task_lib.RLTask,
     model_fn: Callable[..., nn.Module] = models.Quality,
-    loss_fn: q_learning.LossFn = _DQN_LOSS,
+    loss_fn: types.LossFn = _DQN_LOSS,
     batch_size: int = 256,
     n_step: int = 5,
     min_replay_size: int = 1_000,
     max_replay_size: int = 1_000_000,
     samples_per_insert: float = 32.0,
+    samples_per_insert_tolerance_rate: float = 0.0,
     priority_exponent: float = 0.6,
     target_update_period: int = 100,
     epsilon: value_agents.ExplorationRate = 0.05,
@@ -68,23 +66,28 @@ class ReplayValueAgent(value_agents.ValueAgent):
     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     learning_rate: LearningRate = 5e-4,
     n_devices: int | None = None,
+    value_eval_steps: int = 1,
     **kwargs,
   ):
     """Configures the learner (defaults: Acme's DQNConfig).
 
     Args:
-      task: the RLTask (Discrete actions); its gamma discounts the n-step
-        transitions.
+      task: the RLTask (Discrete actions); its gamma discounts the items.
       model_fn: builds the Q module as `model_fn(n_actions=...)`: Quality
         (optionally dueling), CategoricalQuality (num_atoms, v_min, v_max)
         or QuantileQuality, with `body` bound in gin (MLP or ConvTorso).
-      loss_fn: a `q_learning` loss, e.g. `@PrioritizedDoubleQLearning()`.
-      batch_size: transitions per update.
+      loss_fn: a `q_learning` or `distributional` loss, e.g.
+        `@PrioritizedDoubleQLearning()`.
+      batch_size: items per update.
       n_step: n of the n-step transitions.
       min_replay_size: no learning before the table holds this many items.
       max_replay_size: table capacity (oldest items leave first).
       samples_per_insert: items sampled per item inserted (> 0), Reverb's
         SampleToInsertRatio; updates per env step = this / batch_size.
+      samples_per_insert_tolerance_rate: allowed relative deviation of the
+        sample-to-insert ratio (Acme's), as a fraction of
+        samples_per_insert * min_replay_size; the limiter's window always
+        holds at least one insert chunk and one learner call.
       priority_exponent: alpha of prioritized sampling (prioritized losses).
       target_update_period: sync the target network every this many updates.
       epsilon: exploration rate at temperature > 0: a float or a
@@ -97,6 +100,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
         update number.
       n_devices: learner devices: None or 1, k, or -1 for all local ones;
         each batch is sharded across them, gradients averaged.
+      value_eval_steps: after each epoch's learning, the loss metrics of this
+        many batches of the epoch's new items (drawn uniformly by a
+        generator of their own, not trained on, the table untouched) go
+        into the epoch record as `value_eval/`; 0 turns it off. Updates per
+        epoch follow the rate limiter, so Trax's `value_evals_per_epoch`
+        has no meaning here.
       **kwargs: for Agent: n_interactions_per_epoch (or
         n_trajectories_per_epoch), n_eval_episodes, seed, output_dir...
 
@@ -109,6 +118,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
       ('min_replay_size', min_replay_size, 1),
       ('max_replay_size', max_replay_size, 1),
       ('num_sgd_steps_per_step', num_sgd_steps_per_step, 1),
+      ('value_eval_steps', value_eval_steps, 0),
     ):
       validation.check_count(name, value, minimum)
     if min_replay_size > max_replay_size:
@@ -116,11 +126,15 @@ class ReplayValueAgent(value_agents.ValueAgent):
         f'min_replay_size ({min_replay_size}) must not exceed '
         f'max_replay_size ({max_replay_size})'
       )
-    if not samples_per_insert > 0:
-      raise ValueError(
-        f'samples_per_insert must be > 0, got {samples_per_insert!r}'
-      )
+    validation.check_positive('samples_per_insert', samples_per_insert)
+    validation.check_non_negative(
+      'samples_per_insert_tolerance_rate', samples_per_insert_tolerance_rate
+    )
     lr = learning_rate if callable(learning_rate) else lambda: learning_rate
+    self._n_step = n_step
+    self._batch_size = batch_size
+    self._num_sgd = num_sgd_steps_per_step
+    self._value_eval_steps = value_eval_steps
     super().__init__(
       task,
       value_model=model_fn,
@@ -132,37 +146,71 @@ class ReplayValueAgent(value_agents.ValueAgent):
       **kwargs,
     )
     task.set_n_replay_epochs(1)  # The Table is the memory.
-    self._batch_size = batch_size
-    self._num_sgd = num_sgd_steps_per_step
     self._loss_fn = loss_fn
     self._env_steps = 0
-    self._max_priority = 1.0
-    self._adder = adders.NStepTransitionAdder(n_step, task.gamma)
+    self._adder = self._make_adder()
     self._build_trainer(
       loss_fn, num_steps=num_sgd_steps_per_step, n_devices=n_devices
     )
     self._prioritized = self._returns_priorities()
     self._table = self._make_table(
-      min_replay_size, max_replay_size, samples_per_insert, priority_exponent
+      min_replay_size,
+      max_replay_size,
+      samples_per_insert,
+      samples_per_insert_tolerance_rate,
+      priority_exponent,
     )
     # Episodes the task played before the agent existed (epoch 0).
     self._add_to_replay(task.trajectories.get(0, []))
 
-  def _make_table(self, min_size, max_size, spi, priority_exponent):
-    sampler = (
-      table_lib.Prioritized(priority_exponent)
-      if self._prioritized
-      else table_lib.Uniform()
-    )
-    # Learning runs after each insert until the limiter stops it, so the
-    # limiter must let one insert chunk and one learner call through.
-    per_call = self._batch_size * self._num_sgd
+  # What a replay learner specializes.
+  def _make_adder(self) -> Any:
+    """The adder that turns trajectory slices into replay items."""
+    return adders.NStepTransitionAdder(self._n_step, self._task.gamma)
+
+  def _new_items(self, trajectories) -> Any:
+    """The items `[N, ...]` the slices complete, or None."""
+    return self._adder.add_trajectories(trajectories)
+
+  def _insert_chunk_size(self) -> int:
+    """Items inserted between two learning phases (an epoch's worth)."""
     chunk = self._n_interactions_per_epoch or 1024
-    self._insert_chunk = chunk + self._task.n_envs * self._adder.n_step
+    return chunk + self._task.n_envs * self._n_step
+
+  def _example_batch(self, n: int) -> types.Batch:
+    """A zero batch of `n` items, for shapes."""
+    obs = self._task.example_observation()
+    zeros = lambda shape, dtype: np.zeros((n,) + shape, dtype)
+    data = types.Transition(
+      observation=zeros(obs.shape, obs.dtype),
+      action=zeros((), np.int32),
+      reward=zeros((), np.float32),
+      discount=zeros((), np.float32),
+      next_observation=zeros(obs.shape, obs.dtype),
+    )
+    return types.Batch(data, np.full(n, 1.0 / n, np.float32))
+
+  def _acting_policy(
+    self, temperature: float, evaluation: bool
+  ) -> task_lib.BatchPolicy:
+    """The policy before the replay bookkeeping (`make_policy` adds it)."""
+    return super().make_policy(temperature, evaluation)
+
+  # Shared machinery.
+  def _make_table(self, min_size, max_size, spi, tolerance, exponent):
+    sampler = (
+      samplers.Prioritized(exponent)
+      if self._prioritized
+      else samplers.Uniform()
+    )
+    # Learning runs after each insert chunk until the limiter stops it, so
+    # the limiter's window must let one chunk and one learner call through.
+    per_call = self._batch_size * self._num_sgd
     offset = spi * min_size
+    slack = tolerance * offset
     error_buffer = (
-      offset - per_call,
-      offset + self._insert_chunk * spi + per_call,
+      offset - max(per_call, slack),
+      offset + max(self._insert_chunk_size() * spi + per_call, slack),
     )
     return table_lib.Table(
       max_size,
@@ -178,8 +226,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
     return self._table
 
   @property
-  def adder(self) -> adders.NStepTransitionAdder:
+  def adder(self) -> Any:
     return self._adder
+
+  @property
+  def loss_fn(self) -> types.LossFn:
+    return self._loss_fn
 
   @property
   def env_steps(self) -> int:
@@ -192,7 +244,8 @@ class ReplayValueAgent(value_agents.ValueAgent):
   def make_policy(
     self, temperature: float, evaluation: bool
   ) -> task_lib.BatchPolicy:
-    policy = super().make_policy(temperature, evaluation)
+    """The acting policy; for training it also records the stream info."""
+    policy = self._acting_policy(temperature, evaluation)
     if evaluation:
       return policy
 
@@ -202,19 +255,6 @@ class ReplayValueAgent(value_agents.ValueAgent):
       return action, dict(info, **adders.stream_info(first))
 
     return train_policy
-
-  def _example_batch(self, n: int) -> types.Batch:
-    """A zero batch of `n` transitions, for shapes."""
-    obs = self._task.example_observation()
-    zeros = lambda shape, dtype: np.zeros((n,) + shape, dtype)
-    data = types.Transition(
-      observation=zeros(obs.shape, obs.dtype),
-      action=zeros((), np.int32),
-      reward=zeros((), np.float32),
-      discount=zeros((), np.float32),
-      next_observation=zeros(obs.shape, obs.dtype),
-    )
-    return types.Batch(data, np.full(n, 1.0 / n, np.float32))
 
   def _returns_priorities(self) -> bool:
     """Whether the loss returns priorities (traced once, nothing run)."""
@@ -239,16 +279,13 @@ class ReplayValueAgent(value_agents.ValueAgent):
       self._stack(self._example_batch(self._batch_size * self._num_sgd))
     )
 
-  def _insert(self, transitions: types.Transition) -> None:
-    action = transitions.action
-    if np.issubdtype(action.dtype, np.integer):
-      transitions = transitions._replace(action=action.astype(np.int32))
-    priority = self._max_priority if self._prioritized else 1.0
-    self._table.insert_batch(transitions, priority)
+  def _insert(self, items: Any) -> None:
+    self._table.insert_batch(_as_stored(items), _NEW_ITEM_PRIORITY)
 
-  def _learn(self, metrics: list[Any]) -> None:
-    """Learner calls while the rate limiter allows; appends their metrics."""
+  def _learn(self, metrics: list[Any]) -> bool:
+    """Learner calls while the rate limiter allows; True if there was one."""
     per_call = self._batch_size * self._num_sgd
+    learned = False
     while self._table.can_sample(per_call):
       sample = self._table.sample(per_call)
       batch = types.Batch(sample.data, sample.probability.astype(np.float32))
@@ -256,44 +293,79 @@ class ReplayValueAgent(value_agents.ValueAgent):
       if self._prioritized:
         priorities = np.asarray(extra.priorities, np.float64).reshape(-1)
         self._table.mutate_priorities(sample.keys, priorities)
-        self._max_priority = max(self._max_priority, float(priorities.max()))
       metrics.append(extra.metrics)  # Read once per epoch: no sync here.
+      learned = True
+    return learned
 
-  def _add_to_replay(self, trajectories) -> list[Any]:
-    """Inserts the trajectories' transitions, learning as allowed.
+  def _add_to_replay(self, trajectories) -> tuple[list[Any], Any]:
+    """Inserts the slices' items, learning as the rate limiter allows.
 
     Returns:
-      The metrics of each learner call (device arrays).
+      (the metrics of each learner call (device arrays), the items `[N, ...]`
+      or None).
+
+    Raises:
+      RuntimeError: the rate limiter blocks both inserts and samples.
     """
-    transitions = self._adder.add_trajectories(trajectories)
-    metrics = []
-    n = 0 if transitions is None else len(transitions.reward)
-    for start in range(0, n, self._insert_chunk):
-      rows = slice(start, start + self._insert_chunk)
-      self._insert(types.Transition(*[x[rows] for x in transitions]))
-      self._learn(metrics)
-    return metrics
+    items = self._new_items(trajectories)
+    n = 0 if items is None else len(items.reward)
+    chunk, done, metrics = self._insert_chunk_size(), 0, []
+    while True:
+      inserted = False
+      while done < n and self._table.can_insert(min(chunk, n - done)):
+        rows = slice(done, done + min(chunk, n - done))
+        self._insert(jax.tree.map(lambda x, r=rows: x[r], items))
+        done, inserted = rows.stop, True
+      learned = self._learn(metrics)
+      if done == n:
+        return metrics, items
+      if not (inserted or learned):
+        raise RuntimeError(
+          f'{type(self).__name__}: the replay rate limiter blocks both '
+          'inserts and samples'
+        )
+
+  def _evaluate(self, items: Any) -> dict[str, float]:
+    """Loss metrics on `value_eval_steps` batches of the epoch's new items."""
+    n = 0 if items is None else len(items.reward)
+    if not (n and self._value_eval_steps):
+      return {}
+    rng = np.random.default_rng([self._seed, self._epoch, 7])
+    probability = np.full(self._batch_size, 1.0 / n, np.float32)
+    batches = []
+    for _ in range(self._value_eval_steps):
+      rows = rng.integers(n, size=self._batch_size)
+      data = _as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
+      batches.append(types.Batch(data, probability))
+    return loop_lib.mean_metrics(self._trainer, batches)
 
   def train_epoch(self) -> dict[str, float]:
     """Adds this epoch's trajectories to replay and learns on it."""
-    per_call = self._add_to_replay(self._task.trajectories.get(self._epoch, []))
+    per_call, items = self._add_to_replay(
+      self._task.trajectories.get(self._epoch, [])
+    )
+    n_items = 0 if items is None else len(items.reward)
     per_call = jax.device_get(per_call)
     metrics = {
       k: float(np.mean([m[k] for m in per_call]))
       for k in (per_call[0] if per_call else {})
     }
     metrics.update(
+      new_items=n_items,
+      n_updates=len(per_call) * self._num_sgd,
       replay_size=self._table.size,
       sgd_steps=self._trainer.step,
       epsilon=self.exploration_rate(),
     )
-    return {f'value/{k}': v for k, v in metrics.items()}
+    record = {f'value/{k}': v for k, v in metrics.items()}
+    evals = self._evaluate(items)
+    record.update({f'value_eval/{k}': v for k, v in evals.items()})
+    return record
 
   def state_dict(self) -> dict[str, Any]:
     return dict(
       super().state_dict(),
       env_steps=self._env_steps,
-      max_priority=self._max_priority,
       adder=self._adder.state_dict(),
       table=self._table.state_dict(),
     )
@@ -301,6 +373,12 @@ class ReplayValueAgent(value_agents.ValueAgent):
   def load_state_dict(self, state: dict[str, Any]) -> None:
     super().load_state_dict(state)
     self._env_steps = int(state['env_steps'])
-    self._max_priority = float(state['max_priority'])
     self._adder.load_state_dict(state['adder'])
     self._table.load_state_dict(state['table'])
+
+
+def _as_stored(items: Any) -> Any:
+  """Items with integer actions as int32, as the table stores them."""
+  if np.issubdtype(items.action.dtype, np.integer):
+    return items._replace(action=items.action.astype(np.int32))
+  return items

@@ -1,6 +1,5 @@
 """Value agents with Trax's semantics: ValueAgent and DQN."""
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +19,11 @@ from trax_rl import (
   validation,
 )
 from trax_rl import task as task_lib
-from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import base
+from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
+from trax_rl.supervised import loop as loop_lib
 from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
@@ -55,6 +55,23 @@ def as_schedule(rate: ExplorationRate, name: str) -> Schedule:
   if isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
     raise ValueError(f'{name} must be in [0, 1], got {value!r}')
   return lambda step: jnp.full((), value, jnp.float32)
+
+
+def linear_epsilon(
+  initial: float = 1.0, final: float = 0.05, decay_steps: int = 10_000
+) -> Schedule:
+  """Epsilon falling linearly from `initial` to `final` over env steps.
+
+  Args:
+    initial: epsilon at env step 0, in [0, 1].
+    final: epsilon from `decay_steps` on, in [0, 1].
+    decay_steps: env steps of the linear decay, >= 1.
+  """
+  for name, value in (('initial', initial), ('final', final)):
+    if not 0.0 <= value <= 1.0:
+      raise ValueError(f'linear_epsilon {name} must be in [0, 1], got {value}')
+  validation.check_count('decay_steps', decay_steps, 1)
+  return optax.linear_schedule(initial, final, decay_steps)
 
 
 class ValueAgent(base.Agent):
@@ -112,9 +129,7 @@ class ValueAgent(base.Agent):
     module_kwargs = {'n_actions': self._n_actions}
     if value_body is not None:
       module_kwargs['body'] = value_body
-    self._network = networks.from_module(
-      value_model(**module_kwargs), task.example_observation()
-    )
+    self._network = self._make_network(value_model(**module_kwargs))
     self._optimizer = update.make_optimizer(
       value_lr_schedule(), value_optimizer, max_gradient_norm
     )
@@ -123,9 +138,13 @@ class ValueAgent(base.Agent):
     self._select = jax.jit(self._select_action)
     self._trainer: trainer_lib.Trainer | None = None
 
+  def _make_network(self, module: nn.Module) -> networks.Network:
+    """The pure network of the Q module (a recurrent learner overrides)."""
+    return networks.from_module(module, self._task.example_observation())
+
   def _build_trainer(
     self,
-    loss_fn: update.LossFn,
+    loss_fn: types.LossFn,
     num_steps: int = 1,
     batch_stream=None,
     n_devices: int | None = None,
@@ -193,90 +212,6 @@ class ValueAgent(base.Agent):
     self._trainer.load_state_dict(state['value'])
 
 
-@dataclasses.dataclass(frozen=True)
-class NStepValueLoss:
-  """Trax DQN's loss on `[B, T]` trajectory slices, targets inside jit.
-
-  Q = network output * value_scale. The target of step t < T - margin is
-  `values[t] + advantage_estimator(...)[t]`, with values the target
-  network's max_a Q (or, with double_dqn, its Q at the online argmax): for
-  td_k(margin) the n-step return sum_{i<n} gamma**i r_{t+i} + gamma**n
-  values[t+n]. The estimator gets the batch mask, so a truncated or cut
-  trajectory bootstraps from the value of its final observation (the first
-  padding row) and a terminated one does not.
-
-  Attributes:
-    advantage_estimator: `advantages` estimator built for (gamma, margin).
-    margin: steps at the end of each slice that only serve the targets.
-    obs_ndim: rank of one observation.
-    double_dqn: pick the bootstrap action with the online network.
-    smoothl1loss: Huber (delta 1) if True, else squared error.
-    value_scale: the network predicts Q / value_scale.
-  """
-
-  advantage_estimator: advantages.Estimator
-  margin: int
-  obs_ndim: int
-  double_dqn: bool = False
-  smoothl1loss: bool = True
-  value_scale: float = 1.0
-
-  def __call__(
-    self,
-    network: networks.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: trajectory_lib.TimeStepBatch,
-    key: types.PRNGKey,
-  ) -> tuple[jax.Array, types.LossExtra]:
-    """Masked mean loss of a `[B, T, ...]` TimeStepBatch."""
-    del key  # Deterministic networks.
-
-    def q_of(p):  # [B, T, A]
-      out = models.apply_over_time(
-        network.apply, p, batch.observation, self.obs_ndim
-      )
-      return out.q_values * self.value_scale
-
-    q = q_of(params)
-    q_target = q_of(target_params)
-    if self.double_dqn:
-      best = jnp.argmax(q, axis=-1)[..., None]
-      values = jnp.take_along_axis(q_target, best, axis=-1)[..., 0]
-    else:
-      values = jnp.max(q_target, axis=-1)
-    values = jax.lax.stop_gradient(values)  # [B, T]
-    mask = jnp.asarray(batch.mask, jnp.float32)
-    length = mask.shape[1]
-    # With the mask, the first padding row (a truncated or cut trajectory's
-    # final observation) is a bootstrap point, and a done one is not.
-    advantage = self.advantage_estimator(
-      jnp.asarray(batch.reward, jnp.float32),
-      jnp.asarray(batch.return_, jnp.float32),
-      values,
-      jnp.asarray(batch.done, jnp.float32),
-      jnp.asarray(batch.env_info.discount_mask, jnp.float32),
-      mask=mask,
-    )
-    n = length - self.margin
-    targets = jax.lax.stop_gradient(values[:, :n] + advantage)
-    actions = jnp.asarray(batch.action[:, :n], jnp.int32)[..., None]
-    q_sa = jnp.take_along_axis(q[:, :n], actions, axis=-1)[..., 0]
-    error = (q_sa - targets) / self.value_scale
-    if self.smoothl1loss:
-      per_step = optax.huber_loss(error, delta=1.0)
-    else:
-      per_step = jnp.square(error)
-    weights = mask[:, :n]
-    total = jnp.maximum(jnp.sum(weights), 1.0)
-    loss = jnp.sum(weights * per_step) / total
-    metrics = {
-      'value_mean': jnp.sum(weights * q_sa) / total,
-      'returns_mean': jnp.sum(weights * targets) / total,
-    }
-    return loss, types.LossExtra(metrics)
-
-
 class DQN(ValueAgent):
   """Trax's DQN: n-step Q-learning on slices of the last epochs' trajectories.
 
@@ -304,6 +239,8 @@ class DQN(ValueAgent):
     value_train_steps_per_epoch: int = 500,
     n_replay_epochs: int = 1,
     scale_value_targets: bool = True,
+    value_evals_per_epoch: int = 1,
+    value_eval_steps: int = 1,
     **kwargs,
   ):
     """Configures DQN.
@@ -325,6 +262,11 @@ class DQN(ValueAgent):
       n_replay_epochs: replay = trajectories of the last this many epochs.
       scale_value_targets: the network predicts Q * (1 - gamma), so that its
         outputs stay near [-1, 1] whatever the reward scale (Trax's).
+      value_evals_per_epoch: the epoch's updates run in this many equal
+        rounds, each followed by an evaluation of the loss metrics on
+        `value_eval_steps` fresh batches (Trax's; only affects the
+        `value_eval/` metrics of the epoch record).
+      value_eval_steps: batches per evaluation; 0 turns evaluation off.
       **kwargs: for ValueAgent and Agent (value_model, value_body,
         value_optimizer, value_lr_schedule, exploration_rate, sync_freq,
         n_interactions_per_epoch, n_eval_episodes, seed, output_dir...).
@@ -344,7 +286,14 @@ class DQN(ValueAgent):
       'value_train_steps_per_epoch', value_train_steps_per_epoch, 1
     )
     validation.check_count('n_replay_epochs', n_replay_epochs, 1)
+    loop_lib.check_evals(
+      'value',
+      value_train_steps_per_epoch,
+      value_evals_per_epoch,
+      value_eval_steps,
+    )
     super().__init__(task, **kwargs)
+    self._evals_per_epoch = value_evals_per_epoch
     task.set_n_replay_epochs(n_replay_epochs)
     self._max_slice_length = max_slice_length
     self._margin = margin
@@ -352,7 +301,7 @@ class DQN(ValueAgent):
     self._train_steps = value_train_steps_per_epoch
     gamma = task.gamma
     scale = 1.0 / (1.0 - gamma) if scale_value_targets and gamma < 1 else 1.0
-    loss = NStepValueLoss(
+    loss = n_step_value.NStepValueLoss(
       advantage_estimator=advantage_estimator(gamma=gamma, margin=self._margin),
       margin=self._margin,
       obs_ndim=len(task.observation_space.shape),
@@ -360,15 +309,17 @@ class DQN(ValueAgent):
       smoothl1loss=smoothl1loss,
       value_scale=scale,
     )
-    stream = task.trajectory_batch_stream(
-      value_batch_size,
+    self._stream_args = dict(
       epochs=[-(e + 1) for e in range(n_replay_epochs)],
       max_slice_length=max_slice_length,
       min_slice_length=max_slice_length,
       margin=self._margin,
-      rng=self._rng,
+    )
+    stream = task.trajectory_batch_stream(
+      value_batch_size, rng=self._rng, **self._stream_args
     )
     self._build_trainer(loss, batch_stream=stream)
+    self._loop = loop_lib.Loop(self._trainer, n_eval_batches=value_eval_steps)
 
   def compile_update(self) -> None:
     self._trainer.compile(
@@ -378,9 +329,21 @@ class DQN(ValueAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
-    metrics = self._trainer.train_steps(self._train_steps)
+    # Evaluation batches come from a generator of their own, seeded by the
+    # epoch: evaluating never changes training, and a resumed run evaluates
+    # as an uninterrupted one.
+    eval_stream = self._task.trajectory_batch_stream(
+      self._batch_size,
+      rng=np.random.default_rng([self._seed, self._epoch, 7]),
+      **self._stream_args,
+    )
+    metrics, evals = self._loop.run_epoch(
+      self._epoch, self._train_steps, self._evals_per_epoch, eval_stream
+    )
     metrics['exploration_rate'] = self.exploration_rate()
-    return {f'value/{k}': v for k, v in metrics.items()}
+    record = {f'value/{k}': v for k, v in metrics.items()}
+    record.update({f'value_eval/{k}': v for k, v in evals.items()})
+    return record
 
   def restore(self) -> bool:
     restored = super().restore()

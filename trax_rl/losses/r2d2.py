@@ -21,30 +21,23 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from trax_rl import types
-from trax_rl.losses import q_learning
+from trax_rl import types, validation
+from trax_rl.losses import q_parts
 from trax_rl.networks import base as networks_base
 
-_VALUE_TRANSFORMS = {
-  'signed_hyperbolic': rlax.SIGNED_HYPERBOLIC_PAIR,
-  'identity': rlax.IDENTITY_PAIR,
-}
 
+def signed_hyperbolic_pair() -> rlax.TxPair:
+  """R2D2's value transform and its inverse (Pohlen et al., 2018).
 
-def value_transform(name: str) -> rlax.TxPair:
-  """The value-transform pair `(h, h^-1)` by name.
-
-  'signed_hyperbolic' is h(x) = sign(x) (sqrt(|x| + 1) - 1) + 1e-3 x of Pohlen
-  et al., 2018, as R2D2's; 'identity' disables the transform.
-
-  Raises:
-    ValueError: an unknown name.
+  h(x) = sign(x) (sqrt(|x| + 1) - 1) + 1e-3 x. Gin:
+  `R2D2Loss.value_transform = @signed_hyperbolic_pair()`.
   """
-  if name not in _VALUE_TRANSFORMS:
-    raise ValueError(
-      f'unknown value_transform {name!r}; known: {sorted(_VALUE_TRANSFORMS)}'
-    )
-  return _VALUE_TRANSFORMS[name]
+  return rlax.SIGNED_HYPERBOLIC_PAIR
+
+
+def identity_pair() -> rlax.TxPair:
+  """No value transform. Gin: `R2D2Loss.value_transform = @identity_pair()`."""
+  return rlax.IDENTITY_PAIR
 
 
 def mix_priorities(
@@ -92,7 +85,8 @@ class R2D2Loss:
     bootstrap_n: n of the n-step return.
     importance_sampling_exponent: beta of the prioritized-replay weights.
     max_priority_weight: eta in the priority mix (`mix_priorities`).
-    value_transform: 'signed_hyperbolic' (R2D2's h) or 'identity'.
+    value_transform: the pair `(h, h^-1)` the n-step targets are formed
+      under: `signed_hyperbolic_pair()` (R2D2's h) or `identity_pair()`.
     use_core_state: start from the stored core state; False starts each
       segment from the zero state.
     clip_rewards: clip rewards to [-max_abs_reward, max_abs_reward].
@@ -103,30 +97,28 @@ class R2D2Loss:
   bootstrap_n: int = 5
   importance_sampling_exponent: float = 0.6
   max_priority_weight: float = 0.9
-  value_transform: str = 'signed_hyperbolic'
+  value_transform: rlax.TxPair = rlax.SIGNED_HYPERBOLIC_PAIR
   use_core_state: bool = True
   clip_rewards: bool = False
   max_abs_reward: float = 1.0
 
   def __post_init__(self):
-    value_transform(self.value_transform)
-    for name, value, low in (
-      ('burn_in_length', self.burn_in_length, 0),
-      ('bootstrap_n', self.bootstrap_n, 1),
+    if not (
+      isinstance(self.value_transform, tuple)
+      and len(self.value_transform) == 2
+      and all(callable(f) for f in self.value_transform)
     ):
-      if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f'{name} must be an integer >= {low}, got {value!r}')
-    if not 0.0 <= self.max_priority_weight <= 1.0:
       raise ValueError(
-        f'max_priority_weight must be in [0, 1], got {self.max_priority_weight}'
+        'value_transform must be a pair of functions (h, h^-1), e.g. '
+        f'@signed_hyperbolic_pair(), got {self.value_transform!r}'
       )
-    if not self.importance_sampling_exponent >= 0:
-      raise ValueError(
-        'importance_sampling_exponent must be >= 0, got '
-        f'{self.importance_sampling_exponent}'
-      )
-    if not self.max_abs_reward > 0:
-      raise ValueError(f'max_abs_reward must be > 0, got {self.max_abs_reward}')
+    validation.check_count('burn_in_length', self.burn_in_length, 0)
+    validation.check_count('bootstrap_n', self.bootstrap_n, 1)
+    validation.check_unit('max_priority_weight', self.max_priority_weight)
+    validation.check_non_negative(
+      'importance_sampling_exponent', self.importance_sampling_exponent
+    )
+    validation.check_positive('max_abs_reward', self.max_abs_reward)
 
   def __call__(
     self,
@@ -181,7 +173,7 @@ class R2D2Loss:
       functools.partial(
         rlax.transformed_n_step_q_learning,
         n=self.bootstrap_n,
-        tx_pair=value_transform(self.value_transform),
+        tx_pair=self.value_transform,
       ),
       in_axes=1,
       out_axes=1,
@@ -196,7 +188,7 @@ class R2D2Loss:
     )  # [T, B]
     td = td * mask[:-1]
     sequence_loss = 0.5 * jnp.sum(jnp.square(td), axis=0)  # [B]
-    weights = q_learning.importance_weights(
+    weights = q_parts.importance_weights(
       batch.probability, self.importance_sampling_exponent
     )
     loss = jnp.mean(weights * sequence_loss)

@@ -95,7 +95,12 @@ class ConvTorso(nn.Module):
 
 
 class Policy(nn.Module):
-  """Trax's `Policy`: body, then a Dense to the distribution's inputs."""
+  """Trax's `Policy`: body, then a Dense to the distribution's inputs.
+
+  Attributes:
+    n_inputs: the action distribution's number of inputs (set by the agent).
+    body: body factory (gin: `@MLP` or `@ConvTorso`).
+  """
 
   n_inputs: int
   body: Callable[[], nn.Module] = MLP
@@ -106,7 +111,11 @@ class Policy(nn.Module):
 
 
 class Value(nn.Module):
-  """Trax's `Value`: body, then a Dense to one scalar per observation [B]."""
+  """Trax's `Value`: body, then a Dense to one scalar per observation [B].
+
+  Attributes:
+    body: body factory (gin: `@MLP` or `@ConvTorso`).
+  """
 
   body: Callable[[], nn.Module] = MLP
 
@@ -169,7 +178,8 @@ class CategoricalQuality(nn.Module):
     n_actions: number of actions.
     body: body factory.
     num_atoms: support size.
-    v_min, v_max: support bounds.
+    v_min: the support's lowest return.
+    v_max: the support's highest return.
   """
 
   n_actions: int

@@ -1,8 +1,7 @@
 """How a replay table picks its items: `Uniform` or `Prioritized` (Reverb's).
 
-The table re-exports both classes (`table.Uniform()`,
-`table.Prioritized(exponent)`); this module also gives their plain-value
-config for state_dicts, checks priorities and turns them into sampling
+A `table.Table` takes `Uniform()` or `Prioritized(exponent)`; this module
+also gives their plain-value config for state_dicts, checks priorities and turns them into sampling
 weights.
 """
 

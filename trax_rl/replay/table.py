@@ -18,9 +18,10 @@ shapes and dtype kinds every time. Storage is one preallocated array
 [max_size, ...] per leaf, created on the first insert; item `key` lives in
 slot `key % max_size` for as long as that slot still holds it.
 
-The samplers (`Uniform`, `Prioritized`, re-exported here) live in
-`samplers`, the rate limiter in `rate_limiter`, and the item structure's
-plain-value description for state_dicts in `structure`.
+The samplers (`samplers.Uniform`, `samplers.Prioritized`) live in
+`samplers`, the rate limiter in `rate_limiter`, the item arrays in
+`storage`, and the item structure's plain-value description for state_dicts
+in `structure`.
 """
 
 from typing import Any, NamedTuple
@@ -29,12 +30,9 @@ import jax
 import numpy as np
 
 from trax_rl import validation
-from trax_rl.replay import rate_limiter, samplers, structure, sum_tree
+from trax_rl.replay import rate_limiter, samplers, storage, sum_tree
 
 _STATE_VERSION = 1
-
-Uniform = samplers.Uniform
-Prioritized = samplers.Prioritized
 
 
 class RateLimitedError(RuntimeError):
@@ -56,7 +54,7 @@ class Table:
   def __init__(
     self,
     max_size: int,
-    sampler: Uniform | Prioritized | None = None,
+    sampler: samplers.Uniform | samplers.Prioritized | None = None,
     min_size_to_sample: int = 1,
     samples_per_insert: float | None = None,
     error_buffer: float | tuple[float, float] | None = None,
@@ -92,10 +90,10 @@ class Table:
     """
     if not validation.is_int(max_size) or max_size < 1:
       raise ValueError(f'max_size must be an integer >= 1, got {max_size!r}.')
-    sampler = Uniform() if sampler is None else sampler
-    if not isinstance(sampler, Uniform | Prioritized):
+    sampler = samplers.Uniform() if sampler is None else sampler
+    if not isinstance(sampler, samplers.Uniform | samplers.Prioritized):
       raise ValueError(
-        f'sampler must be table.Uniform() or table.Prioritized(exponent), '
+        f'sampler must be samplers.Uniform() or samplers.Prioritized(exponent), '
         f'got {sampler!r}.'
       )
     if not validation.is_int(min_size_to_sample) or not (
@@ -117,19 +115,17 @@ class Table:
     self._priorities = np.zeros(self._max_size, np.float64)
     self._tree = (
       sum_tree.SumTree(self._max_size)
-      if isinstance(sampler, Prioritized)
+      if isinstance(sampler, samplers.Prioritized)
       else None
     )
-    self._treedef = None  # Set with the storage on the first insert.
-    self._leaf_names: list[str] = []
-    self._storage: list[np.ndarray] = []
+    self._storage = storage.ItemStorage(self._max_size)
 
   @property
   def max_size(self) -> int:
     return self._max_size
 
   @property
-  def sampler(self) -> Uniform | Prioritized:
+  def sampler(self) -> samplers.Uniform | samplers.Prioritized:
     return self._sampler
 
   @property
@@ -233,10 +229,9 @@ class Table:
       slots = np.minimum((u * size).astype(np.int64), size - 1)
       probability = np.full(n, 1.0 / size)
     self._num_samples += n
-    data = jax.tree_util.tree_unflatten(
-      self._treedef, [store[slots] for store in self._storage]
+    return Sample(
+      self._keys[slots], probability, size, self._storage.gather(slots)
     )
-    return Sample(self._keys[slots], probability, size, data)
 
   def mutate_priorities(self, keys: Any, priorities: Any) -> None:
     """Sets the priorities of the items with `keys`.
@@ -288,10 +283,7 @@ class Table:
       'weights': (
         None if self._tree is None else self._tree.get(np.arange(size))
       ),
-      'structure': (
-        None if self._treedef is None else structure.describe(self._treedef)
-      ),
-      'leaves': [store[:size].copy() for store in self._storage],
+      **self._storage.state_dict(size),
       'rng_state': self._rng.bit_generator.state,  # A fresh dict.
     }
 
@@ -328,11 +320,7 @@ class Table:
       arrays.append(state['weights'])
     if any(len(a) != size for a in arrays):
       raise ValueError(f'Table state arrays must all hold {size} items.')
-    treedef = None
-    if state['structure'] is not None:
-      treedef = structure.treedef(state['structure'])
-      if treedef.num_leaves != len(state['leaves']):
-        raise ValueError('Table state structure does not match its leaves.')
+    storage.ItemStorage.check_state(state)
     # Build the new tree and generator aside, so a bad state (which raises
     # here) leaves this table untouched.
     tree = None
@@ -349,11 +337,7 @@ class Table:
     self._keys[:size] = state['keys']
     self._priorities[:] = 0.0
     self._priorities[:size] = state['priorities']
-    self._treedef, self._storage, self._leaf_names = treedef, [], []
-    if treedef is not None:
-      self._allocate(treedef, state['leaves'])
-      for store, leaf in zip(self._storage, state['leaves']):
-        store[:size] = leaf
+    self._storage.load_state_dict(state, size)
 
   def _insert(self, leaves, treedef, priorities) -> np.ndarray:
     if not leaves:
@@ -370,21 +354,18 @@ class Table:
     weights = self._weights(priorities) if self._tree is not None else None
     if n == 0:
       return np.zeros(0, np.int64)
-    if self._treedef is not None:
-      self._check_like_stored(leaves, treedef)
     if not self.can_insert(n):
       raise RateLimitedError(
         self._limiter.insert_blocked_message(n, self._counts())
       )
-    if self._treedef is None:
-      self._allocate(treedef, leaves)
+    self._storage.prepare(leaves, treedef)
     keys = np.arange(self._num_inserts, self._num_inserts + n, dtype=np.int64)
     # Of a batch larger than the table only the newest max_size items stay.
     keep = min(n, self._max_size)
     start = int(keys[n - keep]) % self._max_size
     first = min(keep, self._max_size - start)  # Rows before the ring wraps.
     columns = [*leaves, keys, priorities]
-    targets = [*self._storage, self._keys, self._priorities]
+    targets = [*self._storage.arrays, self._keys, self._priorities]
     for source, target in zip(columns, targets):
       source = source[n - keep :]
       target[start : start + first] = source[:first]
@@ -395,30 +376,6 @@ class Table:
       self._tree.set_range(0, weights[first:])
     self._num_inserts += n
     return keys
-
-  def _allocate(self, treedef, leaves) -> None:
-    self._treedef = treedef
-    self._storage = [
-      np.zeros((self._max_size, *leaf.shape[1:]), leaf.dtype) for leaf in leaves
-    ]
-    paths = jax.tree_util.tree_flatten_with_path(
-      jax.tree_util.tree_unflatten(treedef, range(len(leaves)))
-    )[0]
-    self._leaf_names = [jax.tree_util.keystr(path) for path, _ in paths]
-
-  def _check_like_stored(self, leaves, treedef) -> None:
-    if treedef != self._treedef:
-      raise ValueError(
-        f'Item structure {treedef} differs from the stored {self._treedef}.'
-      )
-    for name, leaf, store in zip(self._leaf_names, leaves, self._storage):
-      if leaf.shape[1:] != store.shape[1:] or not np.can_cast(
-        leaf.dtype, store.dtype, 'same_kind'
-      ):
-        raise ValueError(
-          f'Item leaf {name or "<root>"} has shape {leaf.shape[1:]} and dtype '
-          f'{leaf.dtype}; the table stores {store.shape[1:]} {store.dtype}.'
-        )
 
   def _counts(self) -> rate_limiter.Counts:
     return rate_limiter.Counts(self.size, self._num_inserts, self._num_samples)

@@ -29,7 +29,7 @@ class Trainer:
   def __init__(
     self,
     network: base.Network,
-    loss_fn: update_lib.LossFn,
+    loss_fn: types.LossFn,
     optimizer: optax.GradientTransformation,
     batch_stream: Iterator[Any] | None = None,
     seed: int | jax.Array = 0,
@@ -85,6 +85,9 @@ class Trainer:
       )
     self._place(self._state)
     self._stream = batch_stream
+    self._evaluate = jax.jit(
+      lambda state, batch: _loss_metrics(network, loss_fn, state, batch)
+    )
 
   @property
   def network(self) -> base.Network:
@@ -173,6 +176,17 @@ class Trainer:
     self._one_device_params = None
     return extra
 
+  def evaluate(self, batch: Any) -> dict[str, jax.Array]:
+    """The loss and its metrics on `batch`, without updating anything.
+
+    Args:
+      batch: one batch, as `train_step` takes it with `num_steps=1`.
+
+    Returns:
+      The loss's metrics plus 'loss' (device scalars).
+    """
+    return self._evaluate(self._state, batch)
+
   def compile(self, batch: Any) -> None:
     """Compiles the update for `batch`'s shapes without running it."""
     self._update.lower(self._state, batch).compile()
@@ -209,3 +223,10 @@ class Trainer:
     )
     health = update_lib.healthy() if self.check_finite else ()
     self._place(restored._replace(health=health))
+
+
+def _loss_metrics(network, loss_fn, state, batch) -> dict[str, jax.Array]:
+  loss, extra = loss_fn(
+    network, state.params, state.target_params, batch, state.key
+  )
+  return dict(extra.metrics, loss=loss)

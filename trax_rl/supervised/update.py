@@ -13,8 +13,6 @@ from trax_rl import types
 from trax_rl.networks import base
 from trax_rl.supervised import train_state as train_state_lib
 
-# loss(network, params, target_params, batch, key) -> (loss, LossExtra)
-LossFn = Callable[..., tuple[jax.Array, types.LossExtra]]
 UpdateFn = Callable[
   [train_state_lib.TrainState, Any],
   tuple[train_state_lib.TrainState, types.LossExtra],
@@ -85,7 +83,7 @@ def _record(health: Health, step: jax.Array, code: jax.Array) -> Health:
 
 def make_update_fn(
   network: base.Network,
-  loss_fn: LossFn,
+  loss_fn: types.LossFn,
   optimizer: optax.GradientTransformation,
   target_update_period: int | None = None,
   num_steps: int = 1,
