@@ -4,8 +4,8 @@
       gin/ppo_cartpole.gin --reps 7
 
 For each config, two agents with the same seed are built: one runs with
-`on_nonfinite='stop'` (every update checks loss, gradients and parameters
-inside the compiled step; collection checks observations; the flag is read
+`on_nonfinite='stop'` (every update checks its loss inside the compiled
+step; collection checks observations; the flag and the parameters are read
 once per epoch), the other with `on_nonfinite='off'`. After a warm-up epoch
 each (JIT compile), repetitions of `--epochs` epochs alternate between them,
 in alternating order, so that machine noise hits both alike. Both agents

@@ -64,14 +64,16 @@ def test_first_nonfinite_loss_is_recorded_with_its_step():
   trainer.train_steps(3)  # Step 3 has a NaN loss; later ones NaN too.
   assert trainer.nonfinite() == (3, 'loss')
   trainer.clear_nonfinite()
-  assert trainer.nonfinite() is None
-  trainer.train_steps(1)  # The params are NaN now: caught again at step 6.
+  # The parameters stay NaN, and the read says so.
+  assert trainer.nonfinite() == (5, 'parameters')
+  trainer.clear_nonfinite()
+  trainer.train_steps(1)  # The NaN parameters give a NaN loss at step 6.
   assert trainer.nonfinite() == (6, 'loss')
 
 
 @pytest.mark.parametrize('num_steps', [1, 3])
 def test_parameters_and_gradients_are_checked(num_steps):
-  # A NaN learning rate: finite loss and gradients, NaN parameters.
+  # A NaN learning rate: a finite loss and gradients, NaN parameters.
   def stacked(stream):
     for _ in range(1000):
       batches = [next(stream) for _ in range(num_steps)]
@@ -81,14 +83,20 @@ def test_parameters_and_gradients_are_checked(num_steps):
   if num_steps > 1:
     stream = stacked(stream)
   trainer = _trainer(lr=float('nan'), stream=stream, num_steps=num_steps)
-  trainer.train_steps(2)
-  assert trainer.nonfinite() == (1, 'parameters')
+  trainer.train_steps(1)
+  if num_steps == 1:  # The read checks the parameters update 1 left.
+    assert trainer.nonfinite() == (1, 'parameters')
+    trainer.clear_nonfinite()
+    trainer.train_steps(1)
+  # The first update after the NaN parameters has a NaN loss.
+  assert trainer.nonfinite() == (2, 'loss')
+  # An infinite gradient at a finite loss: the parameters it updates.
   zero_x = iter(lambda: {'x': np.zeros((1, 2), np.float32)}, None)
   grads = trainer_lib.Trainer(
     LINEAR, _sqrt_loss, optax.sgd(0.1), batch_stream=zero_x
   )
   grads.train_steps(1)
-  assert grads.nonfinite() == (1, 'gradients')
+  assert grads.nonfinite() == (1, 'parameters')
 
 
 def test_guard_off_changes_nothing_but_the_check():
@@ -103,7 +111,8 @@ def test_guard_off_changes_nothing_but_the_check():
   # The checkpoint holds no Health, so either loads into the other.
   assert len(on.state_dict()['leaves']) == len(off.state_dict()['leaves'])
   on.load_state_dict(off.state_dict())
-  assert on.check_finite and on.nonfinite() is None
+  # The loaded Health is clear, and the read still sees the NaN parameters.
+  assert on.check_finite and on.nonfinite() == (4, 'parameters')
 
 
 def test_collection_counts_nonfinite_observations():

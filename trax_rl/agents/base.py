@@ -338,8 +338,9 @@ class Agent(metaclass=_RestoresOnConstruction):
       n_epochs: epochs to run.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
       callbacks: each called as `callback(agent, record)` after every epoch.
-      on_nonfinite: when a loss, gradient norm, the parameters (checked in
-        every update) or a collected observation is NaN or inf: 'stop'
+      on_nonfinite: when a loss (checked in every update), the parameters
+        (checked once per epoch: a non-finite gradient turns them
+        non-finite) or a collected observation is NaN or inf: 'stop'
         raises NonFiniteError before the epoch is saved, so the checkpoint
         on disk stays the last finite one; 'warn' logs one line per epoch
         and trains on; 'off' does not check.

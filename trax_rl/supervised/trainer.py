@@ -21,9 +21,9 @@ class Trainer:
   params, target params, optimizer state, step and PRNG key exactly.
 
   The state carries an `update.Health` (unless `set_check_finite(False)`):
-  every update checks its loss, gradients and new parameters inside the
-  compiled step and the first non-finite one stays recorded on the device;
-  `nonfinite()` reads it with one transfer.
+  every update checks its loss inside the compiled step and the first
+  non-finite one stays recorded on the device; `nonfinite()` adds a check
+  of the parameters and reads both with one transfer.
   """
 
   def __init__(
@@ -115,7 +115,11 @@ class Trainer:
   def nonfinite(self) -> tuple[int, str] | None:
     """The first update with a non-finite value since the last clear.
 
-    One device-to-host read of two scalars: call it once per epoch.
+    One reduction over the parameters and one device-to-host read of two
+    scalars: call it once per epoch. A non-finite loss is named with the
+    update that produced it; non-finite parameters with a finite loss
+    (a non-finite gradient or learning rate in the last update) with the
+    current step.
 
     Returns:
       None if every checked update was finite (or the guard is off), else
@@ -123,7 +127,10 @@ class Trainer:
     """
     if not self.check_finite:
       return None
-    return update_lib.describe(jax.device_get(self._state.health))
+    health = update_lib.read_health(
+      self._state.health, self._state.params, self._state.step
+    )
+    return update_lib.describe(jax.device_get(health))
 
   def clear_nonfinite(self) -> None:
     """Forgets a recorded non-finite update (to train on anyway)."""

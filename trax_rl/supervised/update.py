@@ -19,16 +19,19 @@ UpdateFn = Callable[
 ]
 
 
-# What the guard checks in every update, in this order.
-NONFINITE_NAMES = ('loss', 'gradients', 'parameters')
+# What the guard names: the loss is checked in every update, the
+# parameters when the host reads the Health (once per epoch). A non-finite
+# gradient shows as one of the two: the parameters it updates turn
+# non-finite, and so does the next loss computed from them.
+NONFINITE_NAMES = ('loss', 'parameters')
 
 
 class Health(NamedTuple):
   """The first update that produced a non-finite value, if any.
 
-  Carried in `TrainState.health` through the update, so the check costs a
-  few reductions inside the compiled step and no host sync; the host reads
-  it when it chooses (once per epoch).
+  Carried in `TrainState.health` through the update, so the check costs one
+  scalar test inside the compiled step and no host sync; the host reads it
+  when it chooses (once per epoch), with `read_health`.
   """
 
   step: jax.Array  # int32 scalar: the 1-based update number, 0 if none.
@@ -46,31 +49,22 @@ def describe(health: Health) -> tuple[int, str] | None:
   return None if what == 0 else (int(health.step), NONFINITE_NAMES[what - 1])
 
 
-def nonfinite_code(loss: jax.Array, grads: Any, params: Any) -> jax.Array:
-  """0 if all finite, else 1 + the index of the first non-finite check.
+@jax.jit
+def read_health(health: Health, params: Any, step: jax.Array) -> Health:
+  """`health`, or else the parameters' state at `step`, in one reduction.
 
-  One fused reduction over all values: each value is tagged with its check
-  (1 loss, 2 gradients, 3 parameters) by its position, and the smallest tag
-  of a non-finite value wins. Separate reductions per array cost a kernel
-  each, a real share of a small network's update on CPU.
+  Checking every parameter in every update would cost a full pass over
+  them per step (several percent of a small network's update on CPU);
+  once per read it costs nothing measurable.
   """
-  parts, ends = [], []
-  for tree in (loss, grads, params):
-    parts += [
-      jnp.ravel(x).astype(jnp.float32)
-      for x in jax.tree.leaves(tree)
-      if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    ends.append(sum(p.size for p in parts))
-  if not parts:
-    return jnp.zeros((), jnp.int32)
-  values = jnp.concatenate(parts)
-  position = jnp.arange(values.size)
-  tag = 1 + (position >= ends[0]).astype(jnp.int32)
-  tag += (position >= ends[1]).astype(jnp.int32)
-  none = len(NONFINITE_NAMES) + 1
-  first = jnp.min(jnp.where(jnp.isfinite(values), none, tag))
-  return jnp.where(first == none, 0, first).astype(jnp.int32)
+  leaves = [
+    jnp.ravel(x)
+    for x in jax.tree.leaves(params)
+    if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+  ]
+  finite = jnp.isfinite(jnp.concatenate(leaves)).all() if leaves else True
+  code = jnp.where(finite, 0, 1 + NONFINITE_NAMES.index('parameters'))
+  return _record(health, jnp.asarray(step, jnp.int32), code)
 
 
 def _record(health: Health, step: jax.Array, code: jax.Array) -> Health:
@@ -92,10 +86,10 @@ def make_update_fn(
   """Returns pure `update(state, batch) -> (state, LossExtra)`.
 
   When `state.health` is a `Health` (not `()`), every step also checks its
-  loss, its gradients and the parameters it produced, and the first step
-  with a non-finite value is recorded there (later ones leave it as it is).
-  The check is a few reductions inside the compiled step; the update itself
-  is the same either way, and what to do is the caller's choice.
+  loss, and the first step with a non-finite loss is recorded there (later
+  ones leave it as it is); `read_health` adds the parameters. The check is
+  one scalar test inside the compiled step; the update itself is the same
+  either way, and what to do is the caller's choice.
 
   Args:
     network: the network the loss is applied to.
@@ -135,7 +129,7 @@ def make_update_fn(
       )
     health = state.health
     if isinstance(health, Health):  # Decided when tracing: no branch.
-      code = nonfinite_code(metrics['loss'], grads, params)
+      code = jnp.where(jnp.isfinite(metrics['loss']), 0, 1)
       health = _record(health, step, code)
     new_state = train_state_lib.TrainState(
       params, target_params, opt_state, step, key, health
