@@ -3,6 +3,7 @@
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -128,7 +129,10 @@ def _train(args) -> None:
         total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
       )
     bar.n = agent.current_epoch
-    shown = {'return': f'{record["avg_return"]:.1f}'}
+    # The mean of the last 100 completed episodes: a cut slice is no return.
+    mean = record['episode_return_mean']
+    shown = {'return': '-' if math.isnan(mean) else f'{mean:.1f}'}
+    shown['episodes'] = record['n_episodes']
     for k, v in record.items():
       if k.startswith('eval_return'):
         shown[k.replace('eval_return_', 'eval_')] = f'{v:.1f}'

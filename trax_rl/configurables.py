@@ -153,7 +153,8 @@ def train_rl(
     output_dir: where checkpoints, trajectories, metrics and config.gin go.
     agent_class: the agent, e.g. `@PolicyGradient`, its knobs bound in gin.
     n_epochs: total epochs.
-    callbacks: called as `callback(agent, record)` after every epoch.
+    callbacks: called as `callback(agent, record)` after every epoch; one
+      returning True stops training.
     build_only: only build the task and agent (for `check` and `eval`).
     on_nonfinite: 'stop' (default): a NaN or inf in a loss, gradient,
       parameter or observation ends the run with NonFiniteError and the

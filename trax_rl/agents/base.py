@@ -287,7 +287,8 @@ class Agent:
     Args:
       n_epochs: epochs to run.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
-      callbacks: each called as `callback(agent, record)` after every epoch.
+      callbacks: each called as `callback(agent, record)` after every epoch,
+        once the epoch is saved; a callback returning True stops the run.
       on_nonfinite: when a loss, gradient norm, the parameters (checked in
         every update) or a collected observation is NaN or inf: 'stop'
         raises NonFiniteError before the epoch is saved, so the checkpoint
@@ -316,13 +317,14 @@ class Agent:
         self._writer.write('epoch', self._epoch, record)
       if self._output_dir is not None:
         self.save()
-      for callback in callbacks:
-        callback(self, record)
+      # Every callback sees the epoch, then any of them may stop the run.
+      if any([callback(self, record) for callback in callbacks]):
+        break
 
   def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
     """Collects, evaluates and trains one epoch; returns its record."""
     self._epoch += 1
-    start = time.perf_counter()
+    start = epoch_start = time.perf_counter()
     interactions_before = self._task.n_interactions()
     nonfinite_before = self._task.n_nonfinite_observations()
     avg_return = self._collect()
@@ -331,6 +333,7 @@ class Agent:
     new_interactions = self._task.n_interactions() - interactions_before
     record = {
       'avg_return': avg_return,
+      **self._task.episode_stats.record(),
       'n_interactions': self._task.n_interactions(),
       'n_trajectories': self._task.n_trajectories(),
       'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
@@ -349,6 +352,7 @@ class Agent:
         if found is not None:
           self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
           trainer.clear_nonfinite()
+    record['epoch_s'] = time.perf_counter() - epoch_start
     return record
 
   def _on_nonfinite(self, policy: str, what: str, step: int | None) -> None:
