@@ -109,6 +109,11 @@ class RLTask:
     return self._env
 
   @property
+  def env_spec(self) -> envs.EnvLike:
+    """The env as given: an id, an instance or a factory."""
+    return self._env_spec
+
+  @property
   def gamma(self) -> float:
     return self._gamma
 
