@@ -94,6 +94,8 @@ def make_render_env(env: envs.EnvLike) -> gym.Env:
   Raises:
     ValueError: the env cannot render rgb_array frames.
   """
+  # Rendering starts pygame, which would look for a sound card.
+  os.environ.setdefault('SDL_AUDIODRIVER', 'dummy')
   if isinstance(env, str):
     made = envs.make_env(env, render_mode='rgb_array')
   else:
