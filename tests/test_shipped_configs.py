@@ -23,6 +23,19 @@ def test_names_and_resolution_from_another_directory(monkeypatch, tmp_path):
     assert path.read_text() == (ROOT / 'gin' / 'dqn_cartpole.gin').read_text()
 
 
+def test_names_are_told_from_bindings():
+  for name in (
+    'dqn_cartpole',
+    'atari/dqn',
+    'gin/x.gin',
+    '/abs/x.gin',
+    '../a.gin',
+  ):
+    assert shipped_configs.is_name(name), name
+  for binding in ('RLTask.n_envs=2', "RLTask.env = 'CartPole-v1'", 'a b'):
+    assert not shipped_configs.is_name(binding), binding
+
+
 def test_include_inside_a_shipped_config_resolves(monkeypatch, tmp_path):
   monkeypatch.chdir(tmp_path)
   configurables.parse(['atari/dqn'])

@@ -39,7 +39,9 @@ def results_file() -> pathlib.Path | None:
 
 def is_name(spec: str) -> bool:
   """Whether `spec` looks like a config name or path, not a gin binding."""
-  return _NAME.fullmatch(spec) is not None
+  if '=' in spec or any(c.isspace() for c in spec):
+    return False
+  return _NAME.fullmatch(spec) is not None or spec.endswith('.gin')
 
 
 def resolve(spec: str) -> str:
