@@ -13,8 +13,6 @@ from trax_rl.agents import policy_agents
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
-ROOT_PG = 'gin/pg_cartpole.gin'
-
 
 def _agent(env, max_steps=None, output_dir=None):
   t = task.RLTask(env, initial_trajectories=0, seed=0, max_steps=max_steps)

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import os
+import pathlib
 import re
 from typing import Any
 
@@ -53,10 +54,10 @@ def add_parser(sub: Any) -> None:
 
 def config_key(run: str) -> str:
   """A run's config.gin without seed bindings and comments, or its path."""
-  path = os.path.join(run, 'config.gin')
-  if not os.path.exists(path):
+  path = pathlib.Path(run, 'config.gin')
+  if not path.exists():
     return os.path.abspath(run)
-  lines = open(path).read().splitlines()
+  lines = path.read_text().splitlines()
   kept = [
     ln.strip()
     for ln in lines
