@@ -157,7 +157,7 @@ def _train(args) -> None:
     for k, v in record.items():
       if k.startswith('eval_return'):
         shown[k.replace('eval_return_', 'eval_')] = f'{v:.1f}'
-    shown['steps'] = record['n_interactions']
+    shown['steps'] = str(int(record['n_interactions']))
     bar.set_postfix(shown, refresh=False)
     bar.refresh()
 
