@@ -94,8 +94,10 @@ def make_render_env(env: envs.EnvLike) -> gym.Env:
   Raises:
     ValueError: the env cannot render rgb_array frames.
   """
-  # Rendering starts pygame, which would look for a sound card.
+  # Rendering starts pygame (SDL), which would look for a sound card and a
+  # display; frames are drawn off screen.
   os.environ.setdefault('SDL_AUDIODRIVER', 'dummy')
+  os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
   if isinstance(env, str):
     made = envs.make_env(env, render_mode='rgb_array')
   else:
