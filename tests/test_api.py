@@ -50,19 +50,15 @@ def test_train_from_gin_text_stops_when_a_callback_says_so():
 
 def test_shipped_name_output_dir_load_and_evaluate(tmp_path):
   out = str(tmp_path / 'run')
-  run = trax_rl.train(
-    'pg_cartpole',
-    output_dir=out,
-    bindings=[
-      'RLTask.n_envs = 2',
-      'PolicyGradient.n_trajectories_per_epoch = 2',
-      'PolicyGradient.n_eval_episodes = 0',
-    ],
-    n_epochs=2,
-  )
+  small = [
+    'RLTask.n_envs = 2',
+    'PolicyGradient.n_trajectories_per_epoch = 2',
+    'PolicyGradient.n_eval_episodes = 0',
+  ]
+  run = trax_rl.train('pg_cartpole', output_dir=out, bindings=small, n_epochs=2)
   assert [r['epoch'] for r in run.records] == [1, 2]
   # Resuming reads the earlier records from metrics.jsonl.
-  run = trax_rl.train('pg_cartpole', output_dir=out, n_epochs=3)
+  run = trax_rl.train('pg_cartpole', output_dir=out, bindings=small, n_epochs=3)
   assert [r['epoch'] for r in run.records] == [1, 2, 3]
   agent = trax_rl.load(out)
   assert agent.current_epoch == 3
