@@ -1,6 +1,30 @@
 """Packaging for trax_rl."""
 
+import pathlib
+import shutil
+
 import setuptools
+from setuptools.command import build_py
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+
+class BuildPyWithConfigs(build_py.build_py):
+  """Also copies gin/ (and the measured results) into trax_rl/configs/.
+
+  The configs stay in the repository's gin/ folder, where the README and the
+  tests name them; a built package carries them so that
+  `trax-rl train --config=dqn_cartpole` finds them from any directory.
+  """
+
+  def run(self):
+    super().run()
+    target = pathlib.Path(self.build_lib) / 'trax_rl' / 'configs'
+    if target.exists():
+      shutil.rmtree(target)
+    shutil.copytree(ROOT / 'gin', target)
+    shutil.copy(ROOT / 'benchmarks' / 'RESULTS.md', target / 'RESULTS.md')
+
 
 setuptools.setup(
     name='trax_rl',
@@ -27,6 +51,9 @@ setuptools.setup(
         'tensorboardX>=2.6',
         'tqdm>=4.66',
         'matplotlib>=3.8',
+        # `trax-rl eval --video`: mp4 through ffmpeg, gif through pillow.
+        'imageio>=2.30',
+        'imageio-ffmpeg>=0.5',
     ],
     extras_require={
         # box2d: the LunarLander config is checked and run like the others.
@@ -35,10 +62,15 @@ setuptools.setup(
             'pytest-xdist>=3.6',
             'ruff>=0.6',
             'gymnasium[box2d]>=1.1,<1.4',
+            # The notebooks in colabs/ are executed by tests/test_colabs.py.
+            'nbclient>=0.10',
+            'nbformat>=5.10',
+            'ipykernel>=6.29',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
     },
+    cmdclass={'build_py': BuildPyWithConfigs},
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},
 )

@@ -24,7 +24,7 @@ CLASSIC = [
   'MountainCarContinuous-v0',
   'Pendulum-v1',
 ]
-TIMING = ('env_steps_per_s', 'collect_s', 'train_s')
+TIMING = ('env_steps_per_s', 'collect_s', 'train_s', 'epoch_s')
 
 
 def _play(vector_env, actions):

@@ -1,12 +1,15 @@
-"""The `trax-rl` command: train | eval | plot | check."""
+"""The `trax-rl` command: train | eval | plot | check | configs."""
 
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from trax_rl import plotting
 
 EXIT_BAD_INPUT = 2
 EXIT_NONFINITE = 3  # A NaN or inf stopped training (train_rl.on_nonfinite).
@@ -19,19 +22,19 @@ class _Parser(argparse.ArgumentParser):
     self.exit(EXIT_BAD_INPUT, f'trax-rl: error: {message}\n')
 
 
-def _add_config_args(p: argparse.ArgumentParser, required: bool) -> None:
+def _add_config_args(p: argparse.ArgumentParser) -> None:
   p.add_argument(
     '--config_file',
     action='append',
     default=[],
-    required=required,
-    help='gin file (repeatable)',
+    help='gin file or shipped config name (repeatable)',
   )
   p.add_argument(
     '--config',
     action='append',
     default=[],
-    help='gin binding, e.g. "train_rl.n_epochs=5" (repeatable)',
+    help='a shipped config name or gin file ("dqn_cartpole"), or a gin '
+    'binding ("train_rl.n_epochs=5"); repeatable',
   )
 
 
@@ -49,6 +52,28 @@ def _add_safety_args(p: argparse.ArgumentParser) -> None:
   )
 
 
+def _config_args(args) -> tuple[list[str], list[str]]:
+  """(gin files, bindings) of --config_file and --config.
+
+  A --config value without `=` or spaces names a config (a shipped name or
+  a file); any other is a binding.
+
+  Raises:
+    ValueError: no config is named.
+  """
+  from trax_rl import shipped_configs
+
+  names = [c for c in args.config if shipped_configs.is_name(c)]
+  bindings = [c for c in args.config if not shipped_configs.is_name(c)]
+  files = [*args.config_file, *names]
+  if not files:
+    raise ValueError(
+      'no config: give --config=NAME (see `trax-rl configs`) or '
+      '--config_file=PATH'
+    )
+  return files, bindings
+
+
 def _parser() -> argparse.ArgumentParser:
   parser = _Parser(prog='trax-rl', description=__doc__)
   parser.add_argument(
@@ -60,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     dest='command', required=True, parser_class=_Parser
   )
   train = sub.add_parser('train', help='train the gin-configured agent')
-  _add_config_args(train, required=True)
+  _add_config_args(train)
   train.add_argument('--output_dir', required=True)
   train.add_argument(
     '--no_progress', action='store_true', help='no progress bar'
@@ -68,18 +93,15 @@ def _parser() -> argparse.ArgumentParser:
   _add_safety_args(train)
   ev = sub.add_parser('eval', help='evaluate a trained run')
   ev.add_argument('--output_dir', required=True)
-  ev.add_argument('--episodes', type=int, default=10)
-  ev.add_argument('--temperature', type=float, default=0.0)
-  plot = sub.add_parser('plot', help='plot returns of runs')
-  plot.add_argument('runs', nargs='+')
-  plot.add_argument('--out', default='curves.png')
-  plot.add_argument(
-    '--metric',
-    default=None,
-    help='metric to plot (default: greedy eval return, else avg_return)',
+  ev.add_argument('--episodes', type=int, default=10, help='episodes, >= 1')
+  ev.add_argument(
+    '--temperature', type=float, default=0.0, help='0 is greedy, >= 0'
   )
+  ev.add_argument('--video', help='write one episode to this .mp4 or .gif')
+  plotting.add_parser(sub)
   check = sub.add_parser('check', help='validate a config without training')
-  _add_config_args(check, required=True)
+  _add_config_args(check)
+  sub.add_parser('configs', help='list the shipped gin configs')
   return parser
 
 
@@ -113,7 +135,7 @@ def _train(args) -> None:
 
   _show_warnings()
   validation.check_output_dir(args.output_dir)
-  configurables.parse(args.config_file, args.config)
+  configurables.parse(*_config_args(args))
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None
 
@@ -128,11 +150,14 @@ def _train(args) -> None:
         total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
       )
     bar.n = agent.current_epoch
-    shown = {'return': f'{record["avg_return"]:.1f}'}
+    # The mean of the last 100 completed episodes: a cut slice is no return.
+    mean = record['episode_return_mean']
+    shown = {'return': '-' if math.isnan(mean) else f'{mean:.1f}'}
+    shown['episodes'] = record['n_episodes']
     for k, v in record.items():
       if k.startswith('eval_return'):
         shown[k.replace('eval_return_', 'eval_')] = f'{v:.1f}'
-    shown['steps'] = record['n_interactions']
+    shown['steps'] = str(int(record['n_interactions']))
     bar.set_postfix(shown, refresh=False)
     bar.refresh()
 
@@ -164,7 +189,7 @@ def _train(args) -> None:
 def _check(args) -> None:
   from trax_rl import configurables
 
-  configurables.parse(args.config_file, args.config)
+  configurables.parse(*_config_args(args))
   agent = configurables.train_rl(output_dir=None, build_only=True)
   report = agent.check()
   print(
@@ -173,75 +198,41 @@ def _check(args) -> None:
 
 
 def _eval(args) -> None:
-  from etils import epath
+  from trax_rl import api, evaluation, validation
 
-  from trax_rl import configurables
-
-  config = epath.Path(args.output_dir) / configurables.CONFIG_FILE
-  if not config.exists():
-    raise ValueError(
-      f'{args.output_dir} has no {configurables.CONFIG_FILE}: '
-      'is it the output_dir of a trained run?'
-    )
-  if args.episodes < 1:
-    raise ValueError(f'--episodes must be >= 1, got {args.episodes}')
-  configurables.parse([os.fspath(config)])
-  agent = configurables.train_rl(output_dir=args.output_dir, build_only=True)
-  if not agent.restore():
-    raise ValueError(f'{args.output_dir} has no checkpoint to evaluate')
-  avg = agent.task.collect_trajectories(
-    agent.make_policy(args.temperature, evaluation=True),
-    n_trajectories=args.episodes,
-    only_eval=True,
+  validation.check_count('--episodes', args.episodes, 1)
+  evaluation.check_temperature(args.temperature)
+  if args.video is not None:
+    evaluation.check_video_path(args.video)
+  report = api.evaluate(
+    args.output_dir, args.episodes, args.temperature, args.video
   )
-  print(
-    json.dumps(
-      {
-        'output_dir': args.output_dir,
-        'epoch': agent.current_epoch,
-        'temperature': args.temperature,
-        'episodes': args.episodes,
-        'mean_return': avg,
-      }
-    )
-  )
+  report['output_dir'] = args.output_dir
+  report['mean_return'] = report['return']['mean']
+  print(json.dumps(report))
 
 
-def _plot(args) -> None:
-  import matplotlib
+def _configs(args) -> None:
+  del args
+  from trax_rl import shipped_configs
 
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-
-  from trax_rl import metrics
-
-  fig, ax = plt.subplots(figsize=(7, 4))
-  for run in args.runs:
-    records = metrics.read(run)
-    metric = args.metric or next(
-      (k for r in records for k in r if k.startswith('eval_return_t0')),
-      'avg_return',
-    )
-    points = [
-      (r['n_interactions'], r[metric])
-      for r in records
-      if r.get(metric) is not None
-    ]
-    if not points:
-      raise ValueError(f'{run} has no values of {metric!r}')
-    xs, ys = zip(*points)
-    ax.plot(xs, ys, label=f'{os.path.basename(run.rstrip("/"))} ({metric})')
-  ax.set_xlabel('env steps')
-  ax.set_ylabel('return')
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(args.out)
-  print(json.dumps({'plot': os.path.abspath(args.out)}))
+  rows = shipped_configs.describe()
+  columns = ('config', 'agent', 'env', 'result')
+  widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns[:-1]}
+  print('  '.join(c.ljust(widths.get(c, 0)) for c in columns).rstrip())
+  for r in rows:
+    print('  '.join(r[c].ljust(widths.get(c, 0)) for c in columns).rstrip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
-  commands = {'train': _train, 'eval': _eval, 'plot': _plot, 'check': _check}
+  commands = {
+    'train': _train,
+    'eval': _eval,
+    'plot': plotting.run,
+    'check': _check,
+    'configs': _configs,
+  }
   try:
     commands[args.command](args)
   except RuntimeError as e:

@@ -25,6 +25,7 @@ class CollectResult:
   trajectories: list[trajectory_lib.Trajectory]
   episode_returns: list[float]  # Full returns of episodes that ended.
   n_interactions: int
+  episode_lengths: list[int] = dataclasses.field(default_factory=list)
 
 
 class Collector:
@@ -80,7 +81,7 @@ class Collector:
     if n_trajectories is not None:
       counting[n_trajectories:] = False
       started = min(self.n, n_trajectories)
-    finished, returns, steps = [], [], 0
+    finished, returns, lengths, steps = [], [], [], 0
     while True:
       if n_trajectories is not None and len(finished) >= n_trajectories:
         break
@@ -112,6 +113,7 @@ class Collector:
           if counting[i]:
             finished.append(self.trajs[i])
             returns.append(float(self.ep_return[i]))
+            lengths.append(int(self.ep_len[i]))
           if n_trajectories is not None:
             counting[i] = started < n_trajectories
             started += int(counting[i])
@@ -133,7 +135,7 @@ class Collector:
         if self.trajs[i].n_steps:
           finished.append(self.trajs[i])
           self.trajs[i] = trajectory_lib.Trajectory(self.obs[i])
-    return CollectResult(finished, returns, steps)
+    return CollectResult(finished, returns, steps, lengths)
 
   def state_dict(self) -> dict[str, Any]:
     """The running episodes, with the envs' state where it is plain data.

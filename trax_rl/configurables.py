@@ -15,7 +15,14 @@ import gymnasium.wrappers
 import optax
 from etils import epath
 
-from trax_rl import advantages, checkpoint, envs, lr_schedules, task
+from trax_rl import (
+  advantages,
+  checkpoint,
+  envs,
+  lr_schedules,
+  shipped_configs,
+  task,
+)
 from trax_rl.agents import (
   base,
   policy_agents,
@@ -125,18 +132,61 @@ def parse(
 ) -> None:
   """Parses gin files and bindings; one-line ValueErrors on bad input.
 
+  Args:
+    config_files: gin files: paths, or names of shipped configs
+      (`dqn_cartpole`, `atari/dqn`; `trax-rl configs` lists them).
+    bindings: gin bindings or gin text, applied after the files.
+
   Raises:
     ValueError: a missing file, an unknown configurable or parameter, or a
       syntax error (the message names it).
   """
+  files = []
   for f in config_files:
-    if not epath.Path(f).exists():
-      raise ValueError(f'config file {f} does not exist')
+    if epath.Path(f).exists():
+      files.append(f)
+      continue
+    try:
+      files.append(shipped_configs.resolve(f))
+    except ValueError:
+      raise ValueError(
+        f'config file {f} does not exist and is not a shipped config '
+        '(`trax-rl configs` lists them)'
+      ) from None
+  _add_search_path()
   gin.clear_config()
+  # gin logs an error for each search path an include is not found in,
+  # even when a later one has it.
+  quiet = _DropMessages('Path not found:')
+  logging.getLogger().addFilter(quiet)
   try:
-    gin.parse_config_files_and_bindings(list(config_files), list(bindings))
+    gin.parse_config_files_and_bindings(files, list(bindings))
   except (ValueError, KeyError, SyntaxError, TypeError, NameError) as e:
     raise ValueError(f'bad gin config: {first_line(e)}') from None
+  finally:
+    logging.getLogger().removeFilter(quiet)
+
+
+class _DropMessages(logging.Filter):
+  """Drops log records whose message starts with `prefix`."""
+
+  def __init__(self, prefix: str):
+    super().__init__()
+    self._prefix = prefix
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(self._prefix)
+
+
+_search_paths: set[str] = set()
+
+
+def _add_search_path() -> None:
+  """Lets `include 'atari/common/env.gin'` find the shipped configs."""
+  path = str(shipped_configs.directory())
+  if path not in _search_paths:
+    gin.add_config_file_search_path(path)
+    _search_paths.add(path)
 
 
 def first_line(error: BaseException) -> str:
@@ -167,7 +217,8 @@ def train_rl(
     output_dir: where checkpoints, trajectories, metrics and config.gin go.
     agent_class: the agent, e.g. `@PolicyGradient`, its knobs bound in gin.
     n_epochs: total epochs.
-    callbacks: called as `callback(agent, record)` after every epoch.
+    callbacks: called as `callback(agent, record)` after every epoch; one
+      returning True stops training.
     build_only: only build the task and agent (for `check` and `eval`).
     on_nonfinite: 'stop' (default): a NaN or inf in a loss, gradient,
       parameter or observation ends the run with NonFiniteError and the

@@ -7,7 +7,14 @@ import gymnasium as gym
 import numpy as np
 from etils import epath
 
-from trax_rl import batching, checkpoint, collection, envs, validation
+from trax_rl import (
+  batching,
+  checkpoint,
+  collection,
+  envs,
+  episode_stats,
+  validation,
+)
 from trax_rl import trajectory as trajectory_lib
 
 # Re-exported: they are part of RLTask's interface.
@@ -84,6 +91,7 @@ class RLTask:
     self._saved_epochs: set[int] = set()
     self._n_trajectories = 0
     self._n_interactions = 0
+    self._episode_stats = episode_stats.EpisodeStats()
     self._version = 0  # Bumped whenever the stored trajectories change.
     if isinstance(initial_trajectories, int):
       if initial_trajectories:
@@ -99,6 +107,11 @@ class RLTask:
   @property
   def env(self) -> gym.vector.VectorEnv:
     return self._env
+
+  @property
+  def env_spec(self) -> envs.EnvLike:
+    """The env as given: an id, an instance or a factory."""
+    return self._env_spec
 
   @property
   def gamma(self) -> float:
@@ -153,6 +166,11 @@ class RLTask:
       self.observation_space.dtype or np.uint8, np.floating
     )
 
+  @property
+  def episode_stats(self) -> episode_stats.EpisodeStats:
+    """Returns and count of the episodes completed on the training env."""
+    return self._episode_stats
+
   def example_observation(self) -> np.ndarray:
     """One observation of the observation space (for network shapes)."""
     return np.zeros(self.observation_space.shape, self.observation_space.dtype)
@@ -200,6 +218,7 @@ class RLTask:
       del self._trajectories[epoch]
     self._n_trajectories += sum(t.done for t in result.trajectories)
     self._n_interactions += result.n_interactions
+    self._episode_stats.add(result.episode_returns)
     return result
 
   def collect_trajectories(
@@ -361,6 +380,7 @@ class RLTask:
       'rng': self._rng.bit_generator.state,
       'eval_rng': self._eval_rng.bit_generator.state,
       'collector': self._collector.state_dict(),
+      'episode_stats': self._episode_stats.state_dict(),
     }
 
   def save_to_dir(self, directory) -> dict[str, Any]:
@@ -384,6 +404,8 @@ class RLTask:
     self._n_interactions = state['n_interactions']
     self._rng.bit_generator.state = state['rng']
     self._eval_rng.bit_generator.state = state['eval_rng']
+    if 'episode_stats' in state:  # Absent in checkpoints of older versions.
+      self._episode_stats.load_state_dict(state['episode_stats'])
     self._trajectories = {e: _load_epoch(directory, e) for e in state['epochs']}
     self._saved_epochs = set(state['epochs'])
     self._version += 1

@@ -337,7 +337,8 @@ class Agent(metaclass=_RestoresOnConstruction):
     Args:
       n_epochs: epochs to run.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
-      callbacks: each called as `callback(agent, record)` after every epoch.
+      callbacks: each called as `callback(agent, record)` after every epoch,
+        once the epoch is saved; a callback returning True stops the run.
       on_nonfinite: when a loss (checked in every update), the parameters
         (checked once per epoch: a non-finite gradient turns them
         non-finite) or a collected observation is NaN or inf: 'stop'
@@ -370,8 +371,9 @@ class Agent(metaclass=_RestoresOnConstruction):
           self._writer.write('epoch', self._epoch, record)
         if self._output_dir is not None:
           self.save()
-      for callback in callbacks:
-        callback(self, record)
+      # Every callback sees the epoch, then any of them may stop the run.
+      if any([callback(self, record) for callback in callbacks]):
+        break
 
   def _collect_record(self) -> dict[str, Any]:
     """Collects one epoch; the record of its return and speed."""
@@ -382,6 +384,7 @@ class Agent(metaclass=_RestoresOnConstruction):
     new_interactions = self._task.n_interactions() - interactions_before
     return {
       'avg_return': avg_return,
+      **self._task.episode_stats.record(),
       'n_interactions': self._task.n_interactions(),
       'n_trajectories': self._task.n_trajectories(),
       'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
@@ -391,6 +394,7 @@ class Agent(metaclass=_RestoresOnConstruction):
   def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
     """Collects, evaluates and trains one epoch; returns its record."""
     self._epoch += 1
+    epoch_start = time.perf_counter()
     nonfinite_before = self._task.n_nonfinite_observations()
     record = self._collect_record()
     self._avg_returns.append(record['avg_return'])
@@ -406,6 +410,7 @@ class Agent(metaclass=_RestoresOnConstruction):
       if found is not None:
         self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
         trainer.clear_nonfinite()
+    record['epoch_s'] = time.perf_counter() - epoch_start
     return record
 
   def _evaluation_epoch(self) -> dict[str, Any]:

@@ -1,0 +1,120 @@
+"""The Python entry points behind `trax_rl.train`, `evaluate` and `load`.
+
+Gin stays the single source of a run's configuration: these functions only
+parse gin (files, shipped config names or gin text) and drive `train_rl`,
+so a run started from a notebook is the same as one started by `trax-rl`.
+"""
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from etils import epath
+
+from trax_rl import configurables, evaluation, metrics, shipped_configs
+from trax_rl.agents import base
+
+# callback(agent, record) -> True to stop after this epoch.
+Callback = Callable[[base.Agent, dict[str, Any]], bool | None]
+
+
+@dataclasses.dataclass
+class Run:
+  """A trained agent and the records of its epochs.
+
+  Attributes:
+    agent: the agent (closed: its files are written).
+    records: one dict per epoch (`epoch`, `episode_return_mean`,
+      `avg_return`, `n_interactions`, eval returns, losses, ...); with an
+      output_dir, all epochs of the run, also those before a resume.
+  """
+
+  agent: base.Agent
+  records: list[dict[str, Any]]
+
+
+def _is_gin_text(spec: str) -> bool:
+  return '\n' in spec or '=' in spec or not shipped_configs.is_name(spec)
+
+
+def split_config(
+  config: str | Sequence[str],
+) -> tuple[list[str], list[str]]:
+  """Splits gin files and shipped config names from gin text.
+
+  Raises:
+    ValueError: `config` is empty or not strings.
+  """
+  specs = [config] if isinstance(config, str) else list(config)
+  if not specs or not all(isinstance(s, str) for s in specs):
+    raise ValueError(
+      'config must be a gin file, a shipped config name or gin text '
+      f'(or a list of them), got {config!r}'
+    )
+  files = [s for s in specs if not _is_gin_text(s)]
+  texts = [s for s in specs if _is_gin_text(s)]
+  return files, texts
+
+
+def train(
+  config: str | Sequence[str],
+  output_dir: str | None = None,
+  bindings: Sequence[str] = (),
+  n_epochs: int | None = None,
+  callbacks: Sequence[Callback] = (),
+) -> Run:
+  """Parses `config`, trains, returns the agent and its records."""
+  files, texts = split_config(config)
+  extra = [*texts, *bindings]
+  if n_epochs is not None:
+    extra.append(f'train_rl.n_epochs = {n_epochs!r}')
+  configurables.parse(files, extra)
+  records = []
+
+  def keep(agent: base.Agent, record: dict[str, Any]) -> None:
+    records.append({'epoch': agent.current_epoch, **record})
+
+  agent = configurables.train_rl(
+    output_dir=output_dir, callbacks=[keep, *callbacks]
+  )
+  if output_dir is not None:
+    records = metrics.read(output_dir)
+  return Run(agent, records)
+
+
+def load(output_dir: str) -> base.Agent:
+  """Builds the agent of a trained run from its config.gin and checkpoint.
+
+  Raises:
+    ValueError: output_dir holds no config.gin or no checkpoint.
+  """
+  config = epath.Path(output_dir) / configurables.CONFIG_FILE
+  if not config.exists():
+    raise ValueError(
+      f'{output_dir} has no {configurables.CONFIG_FILE}: '
+      'is it the output_dir of a trained run?'
+    )
+  configurables.parse([os.fspath(config)])
+  agent = configurables.train_rl(output_dir=output_dir, build_only=True)
+  if not agent.restore():
+    raise ValueError(f'{output_dir} has no checkpoint to evaluate')
+  return agent
+
+
+def evaluate(
+  agent: base.Agent | str,
+  episodes: int = 10,
+  temperature: float = 0.0,
+  video: str | None = None,
+) -> dict[str, Any]:
+  """Evaluation statistics of `agent` (or of the run in that output_dir)."""
+  if isinstance(agent, str):
+    agent = load(agent)
+  if video is not None:  # Before the episodes: a bad path fails fast.
+    evaluation.check_video_path(video)
+  report = evaluation.evaluate(agent, episodes, temperature)
+  report['epoch'] = agent.current_epoch
+  if video is not None:
+    report['video'] = evaluation.record_video(agent, video, temperature)
+  return report

@@ -1,0 +1,140 @@
+"""The gin configs shipped with trax_rl: find them by name and list them.
+
+In a built wheel the configs of the repository's `gin/` folder (and
+`benchmarks/RESULTS.md`, their measured results) travel inside the package,
+as `trax_rl/configs/`; in a checkout they are read from `gin/` and
+`benchmarks/` beside the package.
+"""
+
+import pathlib
+import re
+
+PACKAGE = pathlib.Path(__file__).resolve().parent
+RESULTS_FILE = 'RESULTS.md'
+_NAME = re.compile(r'[\w-]+(/[\w-]+)*(\.gin)?')
+
+
+def directory() -> pathlib.Path:
+  """The folder of the shipped gin files.
+
+  Raises:
+    ValueError: neither an installed package nor a checkout holds them.
+  """
+  for candidate in (PACKAGE / 'configs', PACKAGE.parent / 'gin'):
+    if candidate.is_dir():
+      return candidate
+  raise ValueError(f'no shipped configs beside {PACKAGE}: reinstall trax_rl')
+
+
+def results_file() -> pathlib.Path | None:
+  """`RESULTS.md` of the measured results, if it is there."""
+  for candidate in (
+    PACKAGE / 'configs' / RESULTS_FILE,
+    PACKAGE.parent / 'benchmarks' / RESULTS_FILE,
+  ):
+    if candidate.is_file():
+      return candidate
+  return None
+
+
+def is_name(spec: str) -> bool:
+  """Whether `spec` looks like a config name or path, not a gin binding."""
+  if '=' in spec or any(c.isspace() for c in spec):
+    return False
+  return _NAME.fullmatch(spec) is not None or spec.endswith('.gin')
+
+
+def resolve(spec: str) -> str:
+  """A path for a gin file path or a shipped config name.
+
+  Args:
+    spec: an existing file (`gin/dqn_cartpole.gin`, any path), or the name of
+      a shipped config with or without `.gin` (`dqn_cartpole`,
+      `atari/dqn`); a leading `gin/` is allowed.
+
+  Returns:
+    The path of the file.
+
+  Raises:
+    ValueError: `spec` is neither a file nor a shipped config.
+  """
+  if pathlib.Path(spec).is_file():
+    return spec
+  if is_name(spec):
+    name = spec.removeprefix('gin/').removesuffix('.gin')
+    path = directory() / f'{name}.gin'
+    if path.is_file():
+      return str(path)
+  raise ValueError(
+    f'config {spec} is neither a file nor a shipped config '
+    '(`trax-rl configs` lists them)'
+  )
+
+
+def names() -> list[str]:
+  """Names of the shipped configs (`dqn_cartpole`, `atari/dqn`, ...).
+
+  Files under a `common/` folder are pieces that configs include.
+  """
+  root = directory()
+  return sorted(
+    p.relative_to(root).with_suffix('').as_posix()
+    for p in root.rglob('*.gin')
+    if 'common' not in p.relative_to(root).parts
+  )
+
+
+def _text_with_includes(path: pathlib.Path) -> str:
+  text = path.read_text()
+  for include in re.findall(r"^include\s+'([^']+)'", text, re.M):
+    text += '\n' + _text_with_includes(directory() / include)
+  return text
+
+
+def _binding(text: str, name: str) -> str | None:
+  found = re.search(rf'^{re.escape(name)}\s*=\s*(.+)$', text, re.M)
+  return found.group(1).strip().strip('\'"@') if found else None
+
+
+def _results() -> list[tuple[str, str]]:
+  """(first cell, 'budget: result') of each measured learning target."""
+  path = results_file()
+  if path is None:
+    return []
+  section = path.read_text().split('## Learning targets', 1)[-1]
+  rows = []
+  for line in section.splitlines():
+    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    if len(cells) >= 3 and '`' in cells[0]:
+      rows.append((cells[0], f'{cells[1]}: {cells[2]}'))
+  return rows
+
+
+def _result_of(name: str, rows: list[tuple[str, str]]) -> str:
+  if '/' in name:  # The Atari configs are not measured in RESULTS.md.
+    return 'not measured'
+  for first, result in rows:
+    tokens = re.findall(r'`([^`]+)`', first)
+    if f'{name}.gin' in tokens or name.removesuffix('_cartpole') in tokens:
+      return result
+  return 'not measured'
+
+
+def describe() -> list[dict[str, str]]:
+  """Name, agent, env and measured result of each shipped config."""
+  rows = _results()
+  described = []
+  for name in names():
+    text = _text_with_includes(directory() / f'{name}.gin')
+    env = _binding(text, 'make_env.env') or _binding(text, 'RLTask.env')
+    agent = _binding(text, 'train_rl.agent_class') or '?'
+    loss = _binding(text, f'{agent}.loss_fn')
+    described.append(
+      {
+        'config': name,
+        'agent': f'{agent} + {loss.removesuffix("()")}' if loss else agent,
+        'env': env or '?',
+        'result': _result_of(name, rows),
+      }
+    )
+  return described
