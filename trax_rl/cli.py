@@ -1,4 +1,4 @@
-"""The `trax-rl` command: train | eval | plot | check."""
+"""The `trax-rl` command: train | eval | plot | check | convert."""
 
 import argparse
 import json
@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
   )
   check = sub.add_parser('check', help='validate a config without training')
   _add_config_args(check, required=True)
+  convert = sub.add_parser(
+    'convert', help='write the native gin file equivalent to a Trax one'
+  )
+  convert.add_argument('trax_config', help='a Trax RL gin file')
+  convert.add_argument(
+    '--out', default=None, help='output path (default: stdout)'
+  )
   return parser
 
 
@@ -239,9 +246,33 @@ def _plot(args) -> None:
   print(json.dumps({'plot': os.path.abspath(args.out)}))
 
 
+def _convert(args) -> None:
+  from etils import epath
+
+  from trax_rl import configurables
+
+  conversion = configurables.convert_trax_config(args.trax_config)
+  for notice in conversion.notices:
+    print(f'trax-rl: note: {notice}', file=sys.stderr)
+  if args.out is None:
+    sys.stdout.write(conversion.text)
+    return
+  out = epath.Path(args.out)
+  tmp = out.parent / f'.{out.name}.tmp'
+  tmp.write_text(conversion.text)
+  tmp.replace(out)
+  print(json.dumps({'converted': args.trax_config, 'out': args.out}))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
-  commands = {'train': _train, 'eval': _eval, 'plot': _plot, 'check': _check}
+  commands = {
+    'train': _train,
+    'eval': _eval,
+    'plot': _plot,
+    'check': _check,
+    'convert': _convert,
+  }
   try:
     commands[args.command](args)
   except RuntimeError as e:
