@@ -6,7 +6,9 @@
 
 The file is read as `trax-rl train` reads it (translated from Trax's names)
 and trained for at most its own `train_rl.n_epochs`. After every epoch whose
-training return reaches --gate, and every --every epochs, the policy plays
+training return reaches --gate or whose own greedy eval (the file's
+n_eval_episodes, if any) reaches --target, and every --every epochs, the
+policy plays
 --episodes greedy episodes (temperature 0) on the eval env, under the
 file's own step cap (200 for CartPole-v0); a seed stops at the first mean
 of at least --target (CartPole-v0's classic solved level, 195). One JSON
@@ -38,7 +40,14 @@ def run_seed(args, seed: int) -> dict:
   def watch(agent, record):
     nonlocal best, solved
     epoch = agent.current_epoch
-    if record['avg_return'] < args.gate and epoch % args.every:
+    file_greedy = [
+      v for k, v in record.items() if k.startswith('eval_return_t0')
+    ]
+    if (
+      record['avg_return'] < args.gate
+      and not any(v >= args.target for v in file_greedy)
+      and epoch % args.every
+    ):
       return
     greedy = agent.task.collect_trajectories(
       agent.make_policy(0.0, evaluation=True),
@@ -77,7 +86,7 @@ def main() -> None:
   p.add_argument('--target', type=float, default=195.0)
   p.add_argument('--episodes', type=int, default=20)
   p.add_argument('--gate', type=float, default=150.0)
-  p.add_argument('--every', type=int, default=25)
+  p.add_argument('--every', type=int, default=10)
   args = p.parse_args()
   runs = []
   for seed in args.seeds:

@@ -66,6 +66,15 @@ def _train(capsys, config_file, output_dir, bindings):
   return code, capsys.readouterr()
 
 
+def _records(output_dir):
+  lines = (pathlib.Path(output_dir) / 'metrics.jsonl').read_text().splitlines()
+  timing = ('_s', 'per_s', 'time')
+  return [
+    {k: v for k, v in json.loads(line).items() if not k.endswith(timing)}
+    for line in lines
+  ]
+
+
 def _returns(output_dir):
   lines = (pathlib.Path(output_dir) / 'metrics.jsonl').read_text().splitlines()
   return [json.loads(line)['avg_return'] for line in lines]
@@ -164,15 +173,19 @@ def test_convert_output_trains_to_the_same_returns(capsys, tmp_path):
   code = [x for x in native.read_text().splitlines() if not x.startswith('#')]
   assert code and not [x for x in code if 'trax' in x]
   short = [
-    'train_rl.n_epochs=3',
+    'train_rl.n_epochs=2',
     'PPOJoint.n_trajectories_per_epoch=3',
-    'PPOJoint.train_steps_per_epoch=3',
+    'PPOJoint.train_steps_per_epoch=2',
     'PPOJoint.seed=7',
   ]
   assert _train(capsys, trax_file, tmp_path / 'a', short)[0] == 0
   assert _train(capsys, native, tmp_path / 'b', short)[0] == 0
   a, b = _returns(tmp_path / 'a'), _returns(tmp_path / 'b')
-  assert len(a) == 3 and a == b
+  assert len(a) == 2 and a == b
+  # The losses too: same network, optimizer and data.
+  ra, rb = _records(tmp_path / 'a'), _records(tmp_path / 'b')
+  assert any('loss' in k for k in ra[-1])
+  assert ra == rb
 
 
 def test_convert_refuses_a_native_file(capsys):
