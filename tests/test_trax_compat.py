@@ -149,6 +149,17 @@ def test_conversion_maps_names_knobs_and_trax_defaults():
   assert '\nA2CJoint.' not in native
 
 
+def test_other_imports_kept_includes_refused_comments_ignored():
+  text = (DATA / 'light_joint_cartpole.gin').read_text()
+  native = trax_compat.convert(
+    'import gymnasium.wrappers\n' + text, configurables.accepts
+  ).text
+  assert '\nimport gymnasium.wrappers\n' in native
+  with pytest.raises(ValueError, match='convert the included file'):
+    trax_compat.convert("include 'other.gin'\n" + text, configurables.accepts)
+  assert not trax_compat.is_trax_config('# light_rl_trainer, @trax.rl\n')
+
+
 def test_metrics_only_knob_is_noticed_not_silent():
   text = (DATA / 'dqn_cartpole_regression.gin').read_text()
   conversion = trax_compat.convert(text, configurables.accepts)

@@ -60,11 +60,16 @@ def trax_installed() -> bool:
   return importlib.util.find_spec('trax') is not None
 
 
+_TRAX_IMPORT = re.compile(r'(import|from)\s+trax[\s.]')
+_OTHER_IMPORT = re.compile(r'(import|from)\s')
+
+
 def is_trax_config(text: str) -> bool:
   """Whether gin text is a Trax config (imports trax or names trax.*)."""
+  code = '\n'.join(_strip_comment(line) for line in text.splitlines())
   return bool(
-    re.search(r'^\s*(import|from)\s+trax[\s.]', text, re.M)
-    or re.search(r'@trax\.|light_rl_trainer', text)
+    re.search(r'^\s*(import|from)\s+trax[\s.]', code, re.M)
+    or re.search(r'@trax\.|light_rl_trainer', code)
   )
 
 
@@ -111,12 +116,12 @@ def parse(text: str) -> list[Binding]:
   """
   bindings = []
   for statement in _statements(text):
-    if re.match(r'(import|from)\s+trax[\s.]', statement + ' '):
-      continue
-    if re.match(r'(import|from|include)\s', statement):
+    if _OTHER_IMPORT.match(statement):
+      continue  # trax's are dropped; others are kept by `convert`.
+    if statement.startswith('include'):
       raise ValueError(
-        f'Trax config statement {statement!r} is not supported: '
-        'convert the file it names first'
+        f'Trax config statement {statement!r}: convert the included file '
+        'and include the converted one'
       )
     key, sep, value = statement.partition('=')
     match = _KEY.match(key.strip())
@@ -337,6 +342,12 @@ def convert(text: str, accepts: Accepts) -> Conversion:
   """
   t = _Translator(parse(text), accepts)
   lines = ['# Converted from a Trax RL config by `trax-rl convert`.', '']
+  imports = [
+    s
+    for s in _statements(text)
+    if _OTHER_IMPORT.match(s) and not _TRAX_IMPORT.match(s + ' ')
+  ]
+  lines += imports + ([''] if imports else [])
   unused = []
   for b in t.bindings:
     if t.needed(b):
