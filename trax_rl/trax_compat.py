@@ -215,10 +215,17 @@ class _Translator:
     self.agent = agent_of(bindings)
     self.used = reachable(bindings, self.agent)
     macros = {b.param: b.value for b in bindings if not b.name}
-    self.used_macros = set()
-    for b in bindings:
-      if b.name in self.used:
+    self.used_macros, self.scoped = set(), set()
+    size = None
+    while size != (len(self.used_macros), len(self.scoped)):
+      size = (len(self.used_macros), len(self.scoped))
+      for b in filter(self.needed, bindings):
         self._mark_macros(b.value, macros)
+        self.scoped |= {
+          (m.group(1), _short(m.group(2)))
+          for m in _REFERENCE.finditer(b.value)
+          if m.group(1)
+        }
     self.notices: list[str] = []
 
   def _mark_macros(self, value: str, macros: dict[str, str]) -> None:
@@ -228,7 +235,14 @@ class _Translator:
         self._mark_macros(macros[macro], macros)
 
   def needed(self, b: Binding) -> bool:
-    return b.name in self.used or (not b.name and b.param in self.used_macros)
+    """Whether the run reads b: a used macro, or a binding of a configurable
+    it calls, in a scope that some used binding names (`@value/multifactor`).
+    """
+    if not b.name:
+      return b.param in self.used_macros
+    return b.name in self.used and (
+      not b.scope or (b.scope, b.name) in self.scoped
+    )
 
   def value(self, b: Binding) -> str:
     """b's value with trax.* references renamed; unported ones raise."""
