@@ -117,6 +117,38 @@ def test_checkpoint_holds_optimizer_state_and_trajectories(tmp_path):
   assert files == ['epoch_000002.pkl']
 
 
+def test_observation_normalization_collects_and_resumes(tmp_path):
+  # Trax's Policy.normalizer: statistics grow while collecting for training
+  # (up to the sample limit), stay frozen at evaluation, and are saved.
+  kwargs = dict(
+    n_envs=2, n_trajectories_per_epoch=2, normalize_observations=True
+  )
+  agent = _pg(output_dir=str(tmp_path), **kwargs)
+  agent.run(1)
+  stats = agent.policy_params()['stats']
+  assert int(stats.count) >= agent.task.n_interactions() > 0
+  assert not np.allclose(stats.var, 1.0)
+  agent.task.collect_trajectories(
+    agent.make_policy(0.0, evaluation=True), n_trajectories=1, only_eval=True
+  )
+  assert int(agent.policy_params()['stats'].count) == int(stats.count)
+  resumed = _pg(output_dir=str(tmp_path), **kwargs)
+  assert resumed.restore()
+  for x, y in zip(resumed.policy_params()['stats'], stats):
+    np.testing.assert_array_equal(x, y)
+  limited = _pg(normalization_sample_limit=7, **kwargs)
+  limited.run(1)
+  assert int(limited.policy_params()['stats'].count) == 7
+
+
+def test_head_init_range_bounds_the_head_kernel():
+  net = models.Policy(n_inputs=3, head_init_range=0.01)
+  params = net.init(jax.random.key(0), np.zeros((1, 4), np.float32))
+  head = [k for k in params['params'] if k.startswith('Dense')]
+  kernel = params['params'][head[-1]]['kernel']
+  assert 0 < np.abs(kernel).max() <= 0.01
+
+
 def test_checkpoint_of_another_agent_is_refused(tmp_path):
   agent = _pg(n_envs=1, n_trajectories_per_epoch=1, output_dir=str(tmp_path))
   agent.run(1)

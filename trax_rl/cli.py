@@ -1,4 +1,4 @@
-"""The `trax-rl` command: train | eval | plot | check | configs."""
+"""The `trax-rl` command: train | eval | plot | check | configs | convert."""
 
 import argparse
 import json
@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
   check = sub.add_parser('check', help='validate a config without training')
   _add_config_args(check)
   sub.add_parser('configs', help='list the shipped gin configs')
+  convert = sub.add_parser(
+    'convert', help='write the native gin file equivalent to a Trax one'
+  )
+  convert.add_argument('trax_config', help='a Trax RL gin file')
+  convert.add_argument(
+    '--out', default=None, help='output path (default: stdout)'
+  )
   return parser
 
 
@@ -224,6 +231,19 @@ def _configs(args) -> None:
     print('  '.join(r[c].ljust(widths.get(c, 0)) for c in columns).rstrip())
 
 
+def _convert(args) -> None:
+  from trax_rl import checkpoint, configurables
+
+  conversion = configurables.convert_trax_config(args.trax_config)
+  for notice in conversion.notices:
+    print(f'trax-rl: note: {notice}', file=sys.stderr)
+  if args.out is None:
+    sys.stdout.write(conversion.text)
+    return
+  checkpoint.write_atomic(args.out, conversion.text)
+  print(json.dumps({'converted': args.trax_config, 'out': args.out}))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
   args = _parser().parse_args(argv)
   commands = {
@@ -232,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     'plot': plotting.run,
     'check': _check,
     'configs': _configs,
+    'convert': _convert,
   }
   try:
     commands[args.command](args)

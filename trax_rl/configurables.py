@@ -5,8 +5,10 @@ name is registered here, under its short name (`PolicyGradient`, `MLP`) and
 under `trax_rl.<name>`.
 """
 
+import inspect
 import logging
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +24,8 @@ from trax_rl import (
   lr_schedules,
   shipped_configs,
   task,
+  trax_compat,
+  trax_optimizers,
 )
 from trax_rl.agents import (
   base,
@@ -38,18 +42,20 @@ from trax_rl.networks import models, recurrent
 CONFIG_FILE = 'config.gin'
 
 
-_REGISTERED: list[Any] = []
+# What each gin name stands for, for `accepts`.
+_REGISTERED: dict[str, Any] = {'RLTask': task.RLTask}
 
 
 def _register(*objects: Any, module: str = 'trax_rl') -> None:
   for obj in objects:
     gin.external_configurable(obj, module=module)
-    _REGISTERED.append(obj)
+    _REGISTERED[obj.__name__] = obj
 
 
 def registered() -> list[Any]:
   """The trax_rl functions and classes gin can configure, as registered."""
-  return [*_REGISTERED, task.RLTask, train_rl]
+  unique = {id(o): o for o in [*_REGISTERED.values(), train_rl]}
+  return list(unique.values())
 
 
 # Task and environments. train_rl calls the gin-bound RLTask.
@@ -73,6 +79,15 @@ _register(
 )
 for _name in ('adam', 'adamw', 'sgd', 'rmsprop', 'lamb', 'lion', 'adabelief'):
   gin.external_configurable(getattr(optax, _name), name=_name, module='optax')
+# Trax's optimizers under their Trax gin names (see trax_compat).
+for _name, _fn in (
+  ('Adam', trax_optimizers.trax_adam),
+  ('RMSProp', trax_optimizers.trax_rmsprop),
+  ('Momentum', trax_optimizers.trax_momentum),
+  ('SGD', trax_optimizers.trax_sgd),
+):
+  gin.external_configurable(_fn, name=_name, module='trax_rl')
+  _REGISTERED[_name] = _fn
 # Policy agents.
 _register(
   policy_agents.PolicyGradient,
@@ -160,7 +175,14 @@ def parse(
   quiet = _DropMessages('Path not found:')
   logging.getLogger().addFilter(quiet)
   try:
-    gin.parse_config_files_and_bindings(files, list(bindings))
+    for f in files:
+      text = translated_trax_config(f)
+      if text is None:
+        gin.parse_config_file(f)
+      else:
+        gin.parse_config(text)
+    gin.parse_config(list(bindings))
+    gin.finalize()
   except (ValueError, KeyError, SyntaxError, TypeError, NameError) as e:
     raise ValueError(f'bad gin config: {first_line(e)}') from None
   finally:
@@ -187,6 +209,53 @@ def _add_search_path() -> None:
   if path not in _search_paths:
     gin.add_config_file_search_path(path)
     _search_paths.add(path)
+
+
+def accepts(name: str, param: str) -> bool:
+  """Whether the configurable of gin name `name` takes `param`.
+
+  A class's parameters are those of every `__init__` along its MRO, as the
+  agents pass `**kwargs` up to their bases.
+  """
+  fn = train_rl if name == 'train_rl' else _REGISTERED.get(name)
+  if fn is None:
+    return False
+  targets = inspect.getmro(fn) if inspect.isclass(fn) else (fn,)
+  for target in targets:
+    init = target.__init__ if inspect.isclass(fn) else target
+    try:
+      if param in inspect.signature(init).parameters:
+        return True
+    except (TypeError, ValueError):
+      continue
+  return False
+
+
+def convert_trax_config(path: str) -> trax_compat.Conversion:
+  """The native translation of the Trax gin file at `path`.
+
+  Raises:
+    ValueError: the file is not a Trax config, or a binding it uses has no
+      trax_rl equivalent (one line naming it).
+  """
+  text = epath.Path(path).read_text()
+  if not trax_compat.is_trax_config(text):
+    raise ValueError(f'{path} is not a Trax config: it names no trax.*')
+  return trax_compat.convert(text, accepts)
+
+
+def translated_trax_config(path: str) -> str | None:
+  """Native text for a Trax config when trax is not installed, else None.
+
+  Prints the translation's notices, one line each, on stderr.
+  """
+  text = epath.Path(path).read_text()
+  if not trax_compat.is_trax_config(text) or trax_compat.trax_installed():
+    return None
+  conversion = trax_compat.convert(text, accepts)
+  for notice in conversion.notices:
+    print(f'trax-rl: note: {notice}', file=sys.stderr)
+  return conversion.text
 
 
 def first_line(error: BaseException) -> str:

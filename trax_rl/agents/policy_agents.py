@@ -14,6 +14,7 @@ from trax_rl import (
   checkpoint,
   distributions,
   lr_schedules,
+  normalization,
   policies,
   validation,
 )
@@ -113,6 +114,9 @@ class LoopPolicyAgent(PolicyAgent):
     policy_eval_steps: int = 1,
     max_slice_length: int | None = 1,
     trajectory_stream_preprocessing_fn: Callable | None = None,
+    normalize_observations: bool = False,
+    normalization_sample_limit: float = float('inf'),
+    normalization_epsilon: float = 1e-5,
     **kwargs,
   ):
     """Configures the agent.
@@ -140,6 +144,12 @@ class LoopPolicyAgent(PolicyAgent):
       max_slice_length: slice length (None: whole trajectories).
       trajectory_stream_preprocessing_fn: maps the trajectory stream before
         batching (ExpertIteration filters it).
+      normalize_observations: normalize observations by running statistics
+        (Trax's `Policy.normalizer = @Normalize`), updated while collecting
+        for training only.
+      normalization_sample_limit: stop updating them after this many
+        observations.
+      normalization_epsilon: added to the std when normalizing.
       **kwargs: for `Agent` (n_trajectories_per_epoch, output_dir, seed ...).
     """
     validation.check_count('batch_size', batch_size, 1)
@@ -172,9 +182,23 @@ class LoopPolicyAgent(PolicyAgent):
       advantage_normalization_epsilon=advantage_normalization_epsilon,
       obs_ndim=self._obs_ndim,
     )
+    self._normalize = normalize_observations
+    self._norm_epsilon = normalization_epsilon
+    self._stats = normalization.init_statistics(task.observation_space.shape)
+    self._update_stats = jax.jit(
+      functools.partial(
+        normalization.update, sample_limit=normalization_sample_limit
+      )
+    )
     stream = self._batch_stream(
       batch_size, n_replay_epochs, trajectory_stream_preprocessing_fn, self._rng
     )
+    if normalize_observations:
+      # Read at each batch: training sees the statistics of the moment.
+      stream = (
+        b._replace(observation=self._normalized(self._stats, b.observation))
+        for b in stream
+      )
     trainer = trainer_lib.Trainer(
       self._network,
       loss,
@@ -206,11 +230,34 @@ class LoopPolicyAgent(PolicyAgent):
   def loop(self) -> loop_lib.Loop:
     return self._loop
 
+  def _normalized(self, stats, obs: jax.Array) -> jax.Array:
+    if not self._normalize:
+      return obs
+    return normalization.normalize(stats, obs, self._norm_epsilon)
+
   def policy_network(self) -> networks.Network:
-    return self._network
+    return networks.Network(
+      init=self._network.init,
+      apply=lambda p, obs: self._network.apply(
+        p['net'], self._normalized(p['stats'], obs)
+      ),
+    )
 
   def policy_params(self) -> Any:
-    return self._loop.trainer.params
+    return {'net': self._loop.trainer.params, 'stats': self._stats}
+
+  def make_policy(
+    self, temperature: float, evaluation: bool
+  ) -> task_lib.BatchPolicy:
+    policy = super().make_policy(temperature, evaluation)
+    if not self._normalize or evaluation:
+      return policy
+
+    def collecting_policy(obs, first):
+      self._stats = self._update_stats(self._stats, obs)
+      return policy(obs, first)
+
+    return collecting_policy
 
   def compile_update(self) -> None:
     self._loop.trainer.compile(
@@ -236,10 +283,17 @@ class LoopPolicyAgent(PolicyAgent):
     return record
 
   def state_dict(self) -> dict[str, Any]:
-    return {'policy': self._loop.trainer.state_dict()}
+    state = {'policy': self._loop.trainer.state_dict()}
+    if self._normalize:
+      state['observation_statistics'] = [np.asarray(x) for x in self._stats]
+    return state
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     self._loop.trainer.load_state_dict(state['policy'])
+    if self._normalize:
+      self._stats = normalization.RunningStatistics(
+        *[jax.numpy.asarray(x) for x in state['observation_statistics']]
+      )
 
   def restore(self) -> bool:
     restored = super().restore()

@@ -94,20 +94,39 @@ class ConvTorso(nn.Module):
     return x
 
 
+def head_init(head_init_range: float | None) -> dict[str, Any]:
+  """Dense kwargs: Trax's `head_init_range`, U(-range, range) kernels."""
+  if head_init_range is None:
+    return {}
+  if not head_init_range > 0:
+    raise ValueError(f'head_init_range must be > 0, got {head_init_range!r}')
+
+  def init(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(
+      key, shape, dtype, -head_init_range, head_init_range
+    )
+
+  return {'kernel_init': init}
+
+
 class Policy(nn.Module):
   """Trax's `Policy`: body, then a Dense to the distribution's inputs.
 
   Attributes:
     n_inputs: the action distribution's number of inputs (set by the agent).
     body: body factory (gin: `@MLP` or `@ConvTorso`).
+    head_init_range: if set, the head's kernel starts U(-range, range)
+      (Trax's knob; None: flax's default initializer).
   """
 
   n_inputs: int
   body: Callable[[], nn.Module] = MLP
+  head_init_range: float | None = None
 
   @nn.compact
   def __call__(self, x):
-    return nn.Dense(self.n_inputs)(self.body()(x))
+    head = nn.Dense(self.n_inputs, **head_init(self.head_init_range))
+    return head(self.body()(x))
 
 
 class Value(nn.Module):
@@ -115,13 +134,16 @@ class Value(nn.Module):
 
   Attributes:
     body: body factory (gin: `@MLP` or `@ConvTorso`).
+    head_init_range: if set, the head's kernel starts U(-range, range).
   """
 
   body: Callable[[], nn.Module] = MLP
+  head_init_range: float | None = None
 
   @nn.compact
   def __call__(self, x):
-    return nn.Dense(1)(self.body()(x))[..., 0]
+    head = nn.Dense(1, **head_init(self.head_init_range))
+    return head(self.body()(x))[..., 0]
 
 
 class PolicyAndValue(nn.Module):
