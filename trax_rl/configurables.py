@@ -6,6 +6,7 @@ under `trax_rl.<name>`.
 """
 
 import logging
+import pathlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ import gymnasium.wrappers
 import optax
 from etils import epath
 
-from trax_rl import advantages, checkpoint, envs, lr_schedules, task
+from trax_rl import advantages, checkpoint, envs, lr_schedules, task, validation
 from trax_rl.agents import (
   actor_critic,
   actor_critic_joint,
@@ -25,6 +26,7 @@ from trax_rl.agents import (
   replay_value,
   value_agents,
 )
+from trax_rl.device import seeds
 from trax_rl.losses import q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -119,10 +121,22 @@ def parse(
     if not epath.Path(f).exists():
       raise ValueError(f'config file {f} does not exist')
   gin.clear_config()
+  _add_search_path()
   try:
     gin.parse_config_files_and_bindings(list(config_files), list(bindings))
   except (ValueError, KeyError, SyntaxError, TypeError, NameError) as e:
     raise ValueError(f'bad gin config: {first_line(e)}') from None
+
+
+def _add_search_path() -> None:
+  """Lets a config `include 'ppo_cartpole.gin'` find the shipped gin files."""
+  path = str(pathlib.Path(__file__).resolve().parents[1] / 'gin')
+  if path not in _SEARCH_PATHS:
+    gin.add_config_file_search_path(path)
+    _SEARCH_PATHS.add(path)
+
+
+_SEARCH_PATHS: set[str] = set()
 
 
 def first_line(error: BaseException) -> str:
@@ -143,7 +157,8 @@ def train_rl(
   on_nonfinite: str = 'stop',
   strict: bool = False,
   allow_config_change: bool = False,
-) -> base.Agent:
+  n_seeds: int = 1,
+) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
   A run finding a checkpoint in output_dir continues from it: n_epochs counts
@@ -166,6 +181,9 @@ def train_rl(
       differs from this operative config in more than n_epochs (the
       changes are logged and config.gin rewritten after the first epoch);
       without it such a resume is refused.
+    n_seeds: train this many seeds (the agent's seed, seed + 1, ...) in one
+      vmapped device program (`device.seeds`); needs a JAX env. It writes
+      one record per seed and epoch (field `seed`) and keeps no checkpoint.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -180,6 +198,9 @@ def train_rl(
     or (n_epochs < 0)
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
+  validation.check_count('n_seeds', n_seeds, 1)
+  if n_seeds > 1 and not build_only:
+    return _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds)
   try:
     agent = agent_class(task=RLTask(), output_dir=output_dir)
   except TypeError as e:
@@ -344,6 +365,23 @@ def _after_first_epoch(
       _LOG.warning(message)
 
   return callback
+
+
+def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
+  """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once."""
+  first = agent_class(task=RLTask(), output_dir=None)
+  agents = [first] + [
+    agent_class(task=RLTask(), output_dir=None, seed=first.seed + i)
+    for i in range(1, n_seeds)
+  ]
+  group = seeds.SeedBatch(agents, output_dir)
+  try:
+    group.run(n_epochs, callbacks)
+    if output_dir is not None:
+      write_operative_config(output_dir)
+  finally:
+    group.close()
+  return group
 
 
 def query(binding: str, default: Any = None) -> Any:
