@@ -46,7 +46,7 @@ class StepOutput(NamedTuple):
   truncated: Any  # [] bool, time limit: bootstrap from observation
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # Hashed by identity (jit).
 class JaxEnv:
   """A pure, unbatched JAX environment with gymnasium spaces.
 
