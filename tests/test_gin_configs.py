@@ -11,6 +11,7 @@ from trax_rl import configurables
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'gin').glob('*.gin'))
 ATARI = sorted((ROOT / 'gin' / 'atari').glob('*.gin'))
+GYMNAX = sorted((ROOT / 'gin' / 'gymnax').glob('*.gin'))
 HAS_ALE = importlib.util.find_spec('ale_py') is not None
 
 
@@ -47,4 +48,13 @@ def test_atari_config(config):
     # Without the optional extra the error says what to install.
     with pytest.raises(ValueError, match='needs ale-py'):
       configurables.train_rl(output_dir=None, build_only=True)
+  gin.clear_config()
+
+
+@pytest.mark.parametrize('config', GYMNAX, ids=_ids(GYMNAX))
+def test_gymnax_config_builds_and_checks(config):
+  configurables.parse([str(config)])
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  assert agent.task.jax_env is not None
+  assert agent.check()['update'] == 'compiled'
   gin.clear_config()

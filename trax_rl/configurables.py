@@ -26,6 +26,7 @@ from trax_rl import (
   task,
   trax_compat,
   trax_optimizers,
+  validation,
 )
 from trax_rl.agents import (
   base,
@@ -35,6 +36,7 @@ from trax_rl.agents import (
   value_agents,
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
+from trax_rl.device import seeds
 from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -276,7 +278,8 @@ def train_rl(
   on_nonfinite: str = 'stop',
   strict: bool = False,
   allow_config_change: bool = False,
-) -> base.Agent:
+  n_seeds: int = 1,
+) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
   A run finding a checkpoint in output_dir continues from it: n_epochs counts
@@ -300,6 +303,9 @@ def train_rl(
       differs from this operative config in more than n_epochs (the
       changes are logged and config.gin rewritten after the first epoch);
       without it such a resume is refused.
+    n_seeds: train this many seeds (the agent's seed, seed + 1, ...) in one
+      vmapped device program (`device.seeds`); needs a JAX env. It writes
+      one record per seed and epoch (field `seed`) and keeps no checkpoint.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -314,6 +320,9 @@ def train_rl(
     or (n_epochs < 0)
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
+  validation.check_count('n_seeds', n_seeds, 1)
+  if n_seeds > 1 and not build_only:
+    return _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds)
   try:
     with base.restore_deferred():  # The config is compared first.
       agent = agent_class(task=RLTask(), output_dir=output_dir)
@@ -497,6 +506,23 @@ def _binding_error(error: TypeError) -> Exception:
       'itself'
     )
   return error
+
+
+def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
+  """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once."""
+  first = agent_class(task=RLTask(), output_dir=None)
+  agents = [first] + [
+    agent_class(task=RLTask(), output_dir=None, seed=first.seed + i)
+    for i in range(1, n_seeds)
+  ]
+  group = seeds.SeedBatch(agents, output_dir)
+  try:
+    group.run(n_epochs, callbacks)
+    if output_dir is not None:
+      write_operative_config(output_dir)
+  finally:
+    group.close()
+  return group
 
 
 def query(binding: str, default: Any = None) -> Any:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from trax_rl import jax_envs, jax_vector_env
+
 EnvLike = str | gym.Env | Callable[[], gym.Env]
 
 
@@ -64,7 +66,7 @@ def _register_ale(env_id: str) -> None:
   gym.register_envs(ale_py)
 
 
-def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.SyncVectorEnv:
+def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.VectorEnv:
   """Builds `n_envs` copies of `env` stepped in lockstep.
 
   The vector env's autoreset is disabled: `RLTask` resets finished envs itself
@@ -72,14 +74,18 @@ def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.SyncVectorEnv:
   observation and decides when an episode may start.
 
   Args:
-    env: as for `make_env`; an instance is deep-copied for envs 2..n.
+    env: as for `make_env`; an instance is deep-copied for envs 2..n. A JAX
+      env (`'gymnax:<id>'` or a pure reset/step object, see `jax_envs`) is
+      stepped from the host by a `jax_vector_env.JaxVectorEnv`.
     n_envs: number of envs, >= 1.
 
   Returns:
-    A `gymnasium.vector.SyncVectorEnv`.
+    A `gymnasium.vector.SyncVectorEnv` (or `JaxVectorEnv`).
   """
   if n_envs < 1:
     raise ValueError(f'n_envs must be >= 1, got {n_envs}')
+  if jax_envs.is_jax_env(env):
+    return jax_vector_env.JaxVectorEnv(jax_envs.make_jax_env(env), n_envs)
   first = make_env(env)
   if isinstance(env, gym.Env):
     fns = [lambda: first] + [lambda: copy.deepcopy(first)] * (n_envs - 1)

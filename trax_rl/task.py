@@ -13,6 +13,7 @@ from trax_rl import (
   collection,
   envs,
   episode_stats,
+  jax_envs,
   validation,
 )
 from trax_rl import trajectory as trajectory_lib
@@ -54,7 +55,10 @@ class RLTask:
     """Configures the task.
 
     Args:
-      env: a gymnasium id, an env instance or a zero-argument env factory.
+      env: a gymnasium id, an env instance or a zero-argument env factory;
+        or a JAX env (`'gymnax:CartPole-v1'`, any pure reset/step pair, see
+        `jax_envs`), which selects the device data path for agents that
+        have one (`jax_env`) and is stepped from the host otherwise.
       initial_trajectories: an int (that many episodes of a random policy are
         stored as epoch 0) or the output_dir of an earlier run, whose stored
         trajectories become epoch 0.
@@ -76,7 +80,10 @@ class RLTask:
         f'directory, got {initial_trajectories!r}'
       )
     self._env_spec = env
-    self._env = envs.make_vector_env(env, n_envs)
+    self._jax_env = (
+      jax_envs.make_jax_env(env) if jax_envs.is_jax_env(env) else None
+    )
+    self._env = envs.make_vector_env(self._jax_env or env, n_envs)
     self._eval_env = None  # Built on first eval.
     self._gamma = float(gamma)
     self._max_steps = max_steps
@@ -112,6 +119,15 @@ class RLTask:
   def env_spec(self) -> envs.EnvLike:
     """The env as given: an id, an instance or a factory."""
     return self._env_spec
+
+  @property
+  def jax_env(self) -> jax_envs.JaxEnv | None:
+    """The JAX env of the device data path; None for a gymnasium env."""
+    return self._jax_env
+
+  @property
+  def seed(self) -> int:
+    return self._seed
 
   @property
   def gamma(self) -> float:
@@ -194,7 +210,9 @@ class RLTask:
     max_steps = max_steps or self._max_steps
     if only_eval:
       if self._eval_collector is None:
-        self._eval_env = envs.make_vector_env(self._env_spec, self._n_envs)
+        self._eval_env = envs.make_vector_env(
+          self._jax_env or self._env_spec, self._n_envs
+        )
         self._eval_collector = collection.Collector(self._eval_env)
       collector, rng = self._eval_collector, self._eval_rng
     else:

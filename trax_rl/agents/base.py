@@ -16,6 +16,7 @@ from etils import epath
 from trax_rl import checkpoint, collection, metrics, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
+from trax_rl.device import epoch as device_epoch
 from trax_rl.supervised import loop as loop_lib
 from trax_rl.supervised import trainer as trainer_lib
 
@@ -164,6 +165,7 @@ class Agent(metaclass=_RestoresOnConstruction):
     self._restored = False
     self._loaded_checkpoint = False
     self._writer = None
+    self._device = None  # The device path's runner, built on first use.
 
   # Read-only views, as Trax's.
   @property
@@ -185,6 +187,18 @@ class Agent(metaclass=_RestoresOnConstruction):
   @property
   def output_dir(self) -> str | None:
     return self._output_dir
+
+  @property
+  def seed(self) -> int:
+    return self._seed
+
+  @property
+  def n_trajectories_per_epoch(self) -> int | None:
+    return self._n_trajectories_per_epoch
+
+  @property
+  def n_interactions_per_epoch(self) -> int | None:
+    return self._n_interactions_per_epoch
 
   def next_key(self) -> jax.Array:
     """A fresh raw PRNG key from the agent's checkpointed key."""
@@ -219,6 +233,29 @@ class Agent(metaclass=_RestoresOnConstruction):
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     del state
+
+  # The device path: agents with a compiled epoch implement these three.
+  def device_program(self) -> device_epoch.DeviceProgram | None:
+    """The agent's compiled epoch; None: it steps JAX envs from the host."""
+    return None
+
+  def device_learner(self) -> Any:
+    """The learner state the device program trains (a pytree)."""
+    raise NotImplementedError
+
+  def set_device_learner(self, learner: Any) -> None:
+    """Takes the learner state back from the device program."""
+    raise NotImplementedError
+
+  def device_runner(self) -> device_epoch.DeviceRunner | None:
+    """The runner of the device path (built once), or None on the host path.
+
+    Raises:
+      ValueError: the agent cannot run on the device path as configured.
+    """
+    if self._device is None:
+      self._device = device_epoch.runner_for(self)
+    return self._device
 
   def compile_update(self) -> None:
     """Compiles one training update on a sample batch, without training."""
@@ -359,6 +396,9 @@ class Agent(metaclass=_RestoresOnConstruction):
     for trainer in self.trainers().values():
       trainer.set_check_finite(on_nonfinite != 'off')
     self._task.set_check_finite(on_nonfinite != 'off')
+    if not self._only_eval and self.device_runner() is not None:
+      # The guard's switch may have changed the learner's structure.
+      self._device.set_learner(self.device_learner())
     n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     if self._output_dir is not None and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
@@ -374,6 +414,35 @@ class Agent(metaclass=_RestoresOnConstruction):
       # Every callback sees the epoch, then any of them may stop the run.
       if any([callback(self, record) for callback in callbacks]):
         break
+
+  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
+    """Collects, evaluates and trains one epoch; returns its record."""
+    self._epoch += 1
+    epoch_start = time.perf_counter()
+    if self._device is not None:
+      record = self._device_epoch()
+    else:
+      record = self._host_epoch(on_nonfinite)
+    for name, trainer in self.trainers().items():
+      found = trainer.nonfinite()  # One read per trainer and epoch.
+      if found is not None:
+        self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
+        trainer.clear_nonfinite()
+    record['epoch_s'] = time.perf_counter() - epoch_start
+    return record
+
+  def _device_epoch(self) -> dict[str, Any]:
+    """Evaluate, then one compiled epoch (collect and train) on the device.
+
+    Evaluation comes first so that, as on the host path, it scores the
+    parameters that collect this epoch's data.
+    """
+    record = self.evaluate() if self._n_eval_episodes else {}
+    (device_record,) = self._device.run_epoch()
+    self.set_device_learner(self._device.learner)
+    self._avg_returns.append(device_record['avg_return'])
+    device_record['n_trajectories'] = device_record['n_episodes']
+    return dict(device_record, **record)
 
   def _collect_record(self) -> dict[str, Any]:
     """Collects one epoch; the record of its return and speed."""
@@ -391,10 +460,8 @@ class Agent(metaclass=_RestoresOnConstruction):
       'collect_s': collect_s,
     }
 
-  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
-    """Collects, evaluates and trains one epoch; returns its record."""
-    self._epoch += 1
-    epoch_start = time.perf_counter()
+  def _host_epoch(self, on_nonfinite: str) -> dict[str, Any]:
+    """Collects from the gymnasium path, evaluates, trains."""
     nonfinite_before = self._task.n_nonfinite_observations()
     record = self._collect_record()
     self._avg_returns.append(record['avg_return'])
@@ -405,12 +472,6 @@ class Agent(metaclass=_RestoresOnConstruction):
     start = time.perf_counter()
     record.update(self.train_epoch())
     record['train_s'] = time.perf_counter() - start
-    for name, trainer in self.trainers().items():
-      found = trainer.nonfinite()  # One read per trainer and epoch.
-      if found is not None:
-        self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
-        trainer.clear_nonfinite()
-    record['epoch_s'] = time.perf_counter() - epoch_start
     return record
 
   def _evaluation_epoch(self) -> dict[str, Any]:
@@ -465,6 +526,7 @@ class Agent(metaclass=_RestoresOnConstruction):
         'act_counts': list(self._act_counts),
         'task': task_state,
         'state': self.state_dict(),
+        'device': None if self._device is None else self._device.state_dict(),
       },
     )
     self._task.remove_stale_files(self._output_dir)
@@ -497,6 +559,10 @@ class Agent(metaclass=_RestoresOnConstruction):
         )
       self._task.load_from_dir(self._output_dir, ckpt['task'])
       self.load_state_dict(ckpt['state'])
+      if ckpt.get('device') is not None:
+        self.device_runner().load_state_dict(
+          ckpt['device'], self.device_learner()
+        )
       self._epoch = int(ckpt['epoch'])
       self._avg_returns = list(ckpt['avg_returns'])
       for t, s, v in ckpt['avg_returns_temperatures']:

@@ -20,6 +20,8 @@ from trax_rl import (
 )
 from trax_rl import task as task_lib
 from trax_rl.agents import base
+from trax_rl.device import epoch as device_epoch
+from trax_rl.device import policy_gradient as device_pg
 from trax_rl.losses import policy as policy_losses
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
@@ -74,13 +76,12 @@ class PolicyAgent(base.Agent):
     self, temperature: float, evaluation: bool
   ) -> task_lib.BatchPolicy:
     space = self._task.action_space
+    params = policies.acting_copy(self.policy_params())  # Fixed while acting.
 
     def policy(obs, first):
       del first  # Feed-forward: no state to reset.
       key, index = self.acting_key(evaluation)
-      action, dist_inputs = self._select(
-        self.policy_params(), key, index, obs, temperature
-      )
+      action, dist_inputs = self._select(params, key, index, obs, temperature)
       return (
         policies.clip_to_space(np.asarray(action), space),
         {'dist_inputs': np.asarray(dist_inputs)},
@@ -170,6 +171,7 @@ class LoopPolicyAgent(PolicyAgent):
     self._n_train_steps_per_epoch = n_train_steps_per_epoch
     self._max_slice_length = max_slice_length
     self._batch_size = batch_size
+    self._preprocessing_fn = trajectory_stream_preprocessing_fn
     module = model_fn(n_inputs=self._policy_dist.n_inputs)
     self._network = networks.from_module(module, task.example_observation())
     loss = policy_losses.WeightedLogLikelihood(
@@ -199,10 +201,14 @@ class LoopPolicyAgent(PolicyAgent):
         b._replace(observation=self._normalized(self._stats, b.observation))
         for b in stream
       )
+    self._loss = loss
+    self._optimizer = update.make_optimizer(
+      lr_schedule(), optimizer, max_gradient_norm
+    )
     trainer = trainer_lib.Trainer(
       self._network,
       loss,
-      update.make_optimizer(lr_schedule(), optimizer, max_gradient_norm),
+      self._optimizer,
       batch_stream=stream,
       seed=self.next_key(),
       name='policy',
@@ -281,6 +287,40 @@ class LoopPolicyAgent(PolicyAgent):
     record = {f'policy/{k}': v for k, v in metrics.items()}
     record.update({f'policy_eval/{k}': v for k, v in evals.items()})
     return record
+
+  # The device path: the same loss and optimizer on the rollout's steps.
+  def device_program(self) -> device_epoch.DeviceProgram:
+    """Samples slices of length 1 as `trajectory_batch_stream` does.
+
+    Raises:
+      ValueError: slices longer than one step, a trajectory filter or
+        observation normalization, which only the gymnasium path has.
+    """
+    if (
+      self._preprocessing_fn is not None
+      or self._max_slice_length != 1
+      or self._normalize
+    ):
+      raise ValueError(
+        f'{type(self).__name__} on the device path needs max_slice_length=1, '
+        'no trajectory filter and no observation normalization; use a '
+        'gymnasium env id for this config'
+      )
+    return device_pg.make_program(
+      self._network,
+      self._loss,
+      self._optimizer,
+      self._policy_dist,
+      self._task.gamma,
+      self._n_train_steps_per_epoch,
+      self._batch_size,
+    )
+
+  def device_learner(self) -> Any:
+    return self._loop.trainer.state
+
+  def set_device_learner(self, learner: Any) -> None:
+    self._loop.trainer.state = learner
 
   def state_dict(self) -> dict[str, Any]:
     state = {'policy': self._loop.trainer.state_dict()}
@@ -428,6 +468,13 @@ class ExpertIteration(LoopPolicyAgent):
       n_train_steps_per_epoch=n_train_steps_per_epoch,
       trajectory_stream_preprocessing_fn=filter_fn,
       **kwargs,
+    )
+
+  def device_program(self) -> device_epoch.DeviceProgram:
+    """Raises: ExpertIteration needs the gymnasium path."""
+    raise ValueError(
+      'ExpertIteration needs the gymnasium path (its filter ranks whole '
+      f'episodes on the host): use a gymnasium env id, not {self._task.jax_env.name!r}'
     )
 
   def make_policy(

@@ -1,0 +1,170 @@
+"""The device path against PureJaxRL and against trax_rl's gymnasium path.
+
+Prints one JSON line per measurement. Ratios are measured in one run (the
+machines are shared; absolute seconds move between runs):
+
+  overhead   PPO with PureJaxRL's hyperparameters on gymnax CartPole-v1
+             (4 envs x 128 steps, 4 epochs x 4 minibatches, 500k steps):
+             env steps/s without compile, compile seconds, final returns;
+             PureJaxRL's own runner in the same run (--peer).
+  solve      a shipped gymnax config, 3 seeds in one process, wall time
+             including build and compile, greedy eval return per seed.
+  gymnasium  gin/ppo_cartpole.gin at 100k steps, 3 seeds: the gymnasium
+             path (seeds one after another) against the same file with
+             the env switched to gymnax (3 seeds vmapped).
+  seeds      total env steps/s of 16 seeds in one program against 1 seed.
+  breakout   gin/gymnax/ppo_breakout.gin, 3 seeds: returns and wall time.
+
+  python benchmarks/device_ppo.py overhead solve --peer
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+
+from trax_rl import configurables
+from trax_rl.device import evaluate
+
+PEER_SCRIPT = '/work/shared/bench/purejaxrl_ppo.py'
+PEER_PYTHON = '/work/peers/venv/bin/python'
+
+
+def train(config, bindings=(), n_seeds=1, eval_episodes=20):
+  """Trains `config` (k seeds); returns timings, returns and greedy evals."""
+  start = time.perf_counter()
+  configurables.parse([config], [*bindings, f'train_rl.n_seeds={n_seeds}'])
+  records = []
+  result = configurables.train_rl(
+    output_dir=None, callbacks=[lambda agent, record: records.append(record)]
+  )
+  wall = time.perf_counter() - start
+  agents = result.agents if n_seeds > 1 else [result]
+  runner = result.runner if n_seeds > 1 else result.device_runner()
+  program = agents[0].device_program()
+  task = agents[0].task
+  evals = []
+  for i, agent in enumerate(agents):
+    returns = jax.jit(evaluate.evaluate, static_argnums=(0, 1, 4, 5))(
+      task.jax_env,
+      program.greedy,
+      agent.device_learner(),
+      jax.random.PRNGKey(1000 + i),
+      eval_episodes,
+      task.max_steps or 1000,
+    )
+    evals.append(float(np.mean(returns)))
+  steps = records[-1]['n_interactions'] * n_seeds
+  run_s = sum(r['epoch_s'] for r in records)
+  return {
+    'config': config,
+    'bindings': list(bindings),
+    'n_seeds': n_seeds,
+    'env_steps_total': steps,
+    'wall_s_incl_build_compile': round(wall, 2),
+    'compile_s': round(runner.compile_s, 2),
+    'epochs_run_s': round(run_s, 2),
+    'env_steps_per_s': round(steps / run_s),
+    'train_return_last100': records[-1]['episode_return_mean'],
+    'greedy_eval_per_seed': evals,
+  }
+
+
+def peer(timesteps=5e5):
+  """PureJaxRL's runner (outside the project) in its own venv."""
+  env = dict(
+    os.environ,
+    PUREJAXRL_GIT_DIR='/work/.mirror/luchris429+purejaxrl/repo',
+    PEERS='/work/peers',
+  )
+  env.pop('PYTHONPATH', None)
+  out = subprocess.run(
+    [PEER_PYTHON, PEER_SCRIPT, '--timesteps', str(timesteps)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=1200,
+  )
+  if out.returncode:
+    return {'error': out.stderr[-500:]}
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def emit(name, **fields):
+  print(json.dumps({'bench': 'device_ppo', 'measure': name, **fields}))
+  sys.stdout.flush()
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument('measures', nargs='+')
+  p.add_argument('--peer', action='store_true', help='run PureJaxRL too')
+  p.add_argument('--breakout_steps', type=int, default=500_000)
+  args = p.parse_args()
+  peer_result = peer() if args.peer else None
+  if peer_result is not None:
+    emit('peer', purejaxrl=peer_result)
+  for m in args.measures:
+    if m == 'overhead':
+      ours = train('gin/gymnax/ppo_cartpole_purejaxrl.gin')
+      ratio = None
+      if peer_result and 'env_sps' in peer_result:
+        ratio = round(ours['env_steps_per_s'] / peer_result['env_sps'], 2)
+      emit(m, trax_rl=ours, sps_ratio_vs_purejaxrl=ratio)
+    elif m == 'solve':
+      ours = train('gin/gymnax/ppo_cartpole.gin', n_seeds=3)
+      ratio = None
+      if peer_result and 'first_call_compile_plus_run_s' in peer_result:
+        ratio = round(
+          ours['wall_s_incl_build_compile']
+          / peer_result['first_call_compile_plus_run_s'],
+          2,
+        )
+      emit(m, trax_rl=ours, wall_ratio_vs_purejaxrl_500k=ratio)
+    elif m == 'gymnasium':
+      host = []
+      for seed in range(3):
+        start = time.perf_counter()
+        configurables.parse(['gin/ppo_cartpole.gin'], [f'PPO.seed={seed}'])
+        configurables.train_rl(output_dir=None)
+        host.append(time.perf_counter() - start)
+      ours = train(
+        'gin/ppo_cartpole.gin',
+        ["RLTask.env='gymnax:CartPole-v1'"],
+        n_seeds=3,
+      )
+      emit(
+        m,
+        gymnasium_wall_s_per_seed=[round(h, 2) for h in host],
+        trax_rl_gymnax=ours,
+        wall_ratio=round(ours['wall_s_incl_build_compile'] / sum(host), 3),
+      )
+    elif m == 'seeds':
+      fewer = ['train_rl.n_epochs=60']
+      one = train('gin/gymnax/ppo_cartpole.gin', fewer, 1, eval_episodes=1)
+      many = train('gin/gymnax/ppo_cartpole.gin', fewer, 16, eval_episodes=1)
+      emit(
+        m,
+        one_seed_sps=one['env_steps_per_s'],
+        sixteen_seeds_sps=many['env_steps_per_s'],
+        ratio=round(many['env_steps_per_s'] / one['env_steps_per_s'], 2),
+      )
+    elif m == 'breakout':
+      epochs = args.breakout_steps // (64 * 128)
+      ours = train(
+        'gin/gymnax/ppo_breakout.gin',
+        [f'train_rl.n_epochs={epochs}'],
+        n_seeds=3,
+      )
+      emit(m, trax_rl=ours)
+    else:
+      raise SystemExit(f'unknown measure {m!r}')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,201 @@
+"""Tests for the compiled device epoch (trax_rl.device) with the agents."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from trax_rl import configurables, jax_envs
+from trax_rl import task as task_lib
+from trax_rl import trajectory as trajectory_lib
+from trax_rl.agents import policy_agents
+from trax_rl.device import batches, rollout
+from trax_rl.networks import models
+
+MLP = functools.partial(models.MLP, layer_widths=(32,), activation='tanh')
+
+
+def _pg(output_dir=None, n_interactions=256, **kwargs):
+  task = task_lib.RLTask(
+    'gymnax:CartPole-v1', n_envs=4, max_steps=500, initial_trajectories=0
+  )
+  kwargs.setdefault('batch_size', 256)
+  return policy_agents.PolicyGradient(
+    task,
+    model_fn=functools.partial(models.Policy, body=MLP),
+    optimizer=optax.adam,
+    lr_schedule=lambda: 0.01,
+    n_interactions_per_epoch=n_interactions,
+    output_dir=output_dir,
+    **kwargs,
+  )
+
+
+def _host_trajectories(steps):
+  """The rollout cut into host Trajectories, as RLTask's collector does."""
+  steps = jax.device_get(steps)
+  n_steps, n_envs = steps.reward.shape
+  trajs = []
+  for i in range(n_envs):
+    traj = trajectory_lib.Trajectory(steps.observation[0, i])
+    for t in range(n_steps):
+      traj.extend(
+        steps.action[t, i],
+        steps.reward[t, i],
+        steps.next_observation[t, i],
+        steps.terminated[t, i],
+        steps.truncated[t, i],
+      )
+      if traj.done and t + 1 < n_steps:
+        trajs.append(traj)
+        traj = trajectory_lib.Trajectory(steps.observation[t + 1, i])
+    trajs.append(traj)
+  return trajs
+
+
+def test_single_step_batches_equal_the_host_trajectories():
+  env = jax_envs.make_jax_env('gymnax:CartPole-v1')
+  carry = rollout.init_carry(env, jax.random.PRNGKey(1), 3)
+
+  def policy(params, key, obs):
+    del params
+    return jax.random.bernoulli(key, 0.5, obs.shape[:1]).astype(jnp.int32), {}
+
+  _, steps = rollout.rollout(env, policy, None, carry, 50, max_steps=30)
+  data = batches.single_steps(steps, 0.9)
+  probs = batches.uniform_trajectory_probabilities(
+    batches.trajectory_ends(steps)
+  )
+  trajs = _host_trajectories(steps)
+  host = [t.to_np(margin=0, gamma=0.9) for t in trajs]
+  np.testing.assert_allclose(
+    data.return_[:, 0], np.concatenate([h.return_ for h in host]), rtol=1e-5
+  )
+  np.testing.assert_array_equal(
+    data.done[:, 0], np.concatenate([h.done for h in host])
+  )
+  want = np.concatenate([np.full(t.n_steps, 1 / t.n_steps) for t in trajs])
+  np.testing.assert_allclose(probs, want / len(trajs), rtol=1e-5)
+  assert len(trajs) > 3  # Episode ends inside the rollout are exercised.
+
+
+def test_policy_gradient_learns_on_gymnax_cartpole():
+  agent = _pg(n_interactions=1024, batch_size=512)
+  agent.run(40)
+  record_mean = np.mean(agent.avg_returns[-5:])
+  assert record_mean > 150, agent.avg_returns
+
+
+def test_kill_and_resume_equals_uninterrupted(tmp_path):
+  full = _pg(str(tmp_path / 'full'))
+  full.run(4)
+  first = _pg(str(tmp_path / 'cut'))
+  first.run(2)
+  del first  # A killed run leaves only its last checkpoint.
+  resumed = _pg(str(tmp_path / 'cut'))
+  resumed.run(4, n_epochs_is_total_epochs=True)
+
+  def records(name):
+    lines = (tmp_path / name / 'metrics.jsonl').read_text().splitlines()
+    out = []
+    for line in lines:
+      r = json.loads(line)
+      out.append({k: r[k] for k in r if 'per_s' not in k and k[-2:] != '_s'})
+    return out
+
+  assert records('full') == records('cut')
+  np.testing.assert_array_equal(
+    jax.tree.leaves(full.loop.trainer.params)[0],
+    jax.tree.leaves(resumed.loop.trainer.params)[0],
+  )
+
+
+def test_trajectory_epochs_and_expert_iteration_say_what_to_do():
+  with pytest.raises(ValueError, match='n_interactions_per_epoch'):
+    agent = _pg(n_interactions=None, n_trajectories_per_epoch=4)
+    agent.device_runner()
+  task = task_lib.RLTask('gymnax:CartPole-v1', initial_trajectories=0)
+  agent = policy_agents.ExpertIteration(task, n_interactions_per_epoch=8)
+  with pytest.raises(ValueError, match='gymnasium path'):
+    agent.device_runner()
+
+
+PG_GIN = """
+RLTask.env = 'gymnax:CartPole-v1'
+RLTask.n_envs = 4
+RLTask.initial_trajectories = 0
+MLP.layer_widths = (32,)
+Policy.body = @MLP
+PolicyGradient.model_fn = @Policy
+PolicyGradient.batch_size = 128
+PolicyGradient.n_interactions_per_epoch = 128
+train_rl.agent_class = @PolicyGradient
+train_rl.n_epochs = 3
+"""
+
+
+def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path):
+  configurables.parse(bindings=[PG_GIN, 'train_rl.n_seeds = 2'])
+  configurables.train_rl(output_dir=str(tmp_path / 'both'))
+  lines = (tmp_path / 'both' / 'metrics.jsonl').read_text().splitlines()
+  both = [json.loads(line) for line in lines]
+  assert [(r['epoch'], r['seed']) for r in both] == [
+    (e, s) for e in (1, 2, 3) for s in (0, 1)
+  ]
+  for seed in (0, 1):
+    configurables.parse(bindings=[PG_GIN, f'PolicyGradient.seed = {seed}'])
+    alone = configurables.train_rl(output_dir=None)
+    want = alone.avg_returns
+    got = [r['avg_return'] for r in both if r['seed'] == seed]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+  assert [r['avg_return'] for r in both[:2]][0] != both[1]['avg_return']
+
+
+_TWO_DEVICE_SCRIPT = textwrap.dedent(
+  """
+  import json, jax, numpy as np
+  from trax_rl import configurables
+  GIN = {gin!r}
+  assert jax.local_device_count() == 2
+  configurables.parse(bindings=[GIN, 'train_rl.n_seeds = 2'])
+  group = configurables.train_rl(output_dir=None)
+  leaf = jax.tree.leaves(group.runner.learner)[0]
+  configurables.parse(bindings=[GIN, 'PolicyGradient.seed = 1'])
+  alone = configurables.train_rl(output_dir=None)
+  print(json.dumps({{
+    'devices': len(leaf.sharding.device_set),
+    'seed1': alone.avg_returns,
+    'params': float(np.abs(
+      jax.tree.leaves(group.agents[1].loop.trainer.params)[0]
+      - jax.tree.leaves(alone.loop.trainer.params)[0]).max()),
+  }}))
+  """
+)
+
+
+def test_seeds_split_over_two_devices_equal_one_device():
+  env = dict(
+    os.environ,
+    XLA_FLAGS='--xla_force_host_platform_device_count=2',
+    JAX_PLATFORMS='cpu',
+  )
+  result = subprocess.run(
+    [sys.executable, '-c', _TWO_DEVICE_SCRIPT.format(gin=PG_GIN)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = json.loads(result.stdout.strip().splitlines()[-1])
+  assert out['devices'] == 2
+  assert out['params'] < 1e-5
+  assert len(out['seed1']) == 3

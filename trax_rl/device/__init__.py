@@ -1,0 +1,1 @@
+"""The device data path: compiled collection and epochs on JAX envs."""

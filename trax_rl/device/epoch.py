@@ -1,0 +1,270 @@
+"""One compiled epoch on the device: collect with `rollout`, then train.
+
+An agent that supports the device path gives a `DeviceProgram`:
+
+  policy(learner, key, observation[N, ...]) -> (action[N, ...], info)
+  train(learner, steps: rollout.Rollout, key) -> (learner, metrics)
+  greedy: optional, as `policy` at temperature 0 (for `device.evaluate`)
+
+where `learner` is the agent's learner state (train states, ...), a pytree.
+
+`train` is the agent's own pure update code (the same loss and optimizer
+as its gymnasium path), fed from the rollout instead of from RLTask.
+`DeviceRunner` jits `epoch = rollout + train` once, runs it once per host
+epoch (the Agent keeps its lifecycle: evals, metrics, checkpoints) and
+keeps the whole state on the device between epochs. With `n_seeds = k` the
+epoch is vmapped over a leading seed axis of the learner and env state.
+The runner's `state_dict` holds the env state and keys as numpy, so a
+checkpoint resumes episodes in flight exactly.
+"""
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from trax_rl import checkpoint, jax_envs
+from trax_rl.device import rollout
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProgram:
+  """What an agent gives the device path (see the module docstring)."""
+
+  policy: Callable[[Any, jax.Array, Any], tuple[Any, dict[str, Any]]]
+  train: Callable[[Any, rollout.Rollout, jax.Array], tuple[Any, dict]]
+  greedy: Callable[[Any, jax.Array, Any], tuple[Any, dict]] | None = None
+
+
+class DeviceState(NamedTuple):
+  """The device path's whole state (a pytree; a leading seed axis if k>1)."""
+
+  learner: Any
+  env: rollout.EnvCarry
+  key: Any  # raw PRNG key for the training half of each epoch
+
+
+def epoch_fn(
+  env: jax_envs.JaxEnv,
+  program: DeviceProgram,
+  n_steps: int,
+  max_steps: int | None,
+  state: DeviceState,
+) -> tuple[DeviceState, dict[str, Any]]:
+  """One epoch: `n_steps` steps of every env, then the agent's training."""
+  policy = program.policy
+  carry, steps = rollout.rollout(
+    env, policy, state.learner, state.env, n_steps, max_steps
+  )
+  key, train_key = jax.random.split(state.key)
+  learner, metrics = program.train(state.learner, steps, train_key)
+  record = dict(rollout.summary(steps, carry), **metrics)
+  return DeviceState(learner, carry, key), record
+
+
+class DeviceRunner:
+  """Runs an agent's compiled epochs; jitted once, when built.
+
+  Args:
+    env: the JaxEnv.
+    program: the agent's DeviceProgram.
+    learner: the initial learner state (a leading seed axis if n_seeds > 1).
+    n_envs: envs stepped in lockstep (per seed).
+    n_steps: steps per env and epoch.
+    max_steps: episode-length cap, or None.
+    key: raw PRNG key of the env stream and the training keys; `[k, 2]`,
+      one per seed, when n_seeds = k > 1.
+    n_seeds: independent seeds vmapped in one program.
+  """
+
+  def __init__(
+    self,
+    env: jax_envs.JaxEnv,
+    program: DeviceProgram,
+    learner: Any,
+    n_envs: int,
+    n_steps: int,
+    max_steps: int | None,
+    key: jax.Array,
+    n_seeds: int = 1,
+  ):
+    self._n_seeds = n_seeds
+    self._steps_per_epoch = n_envs * n_steps * n_seeds
+    epoch = functools.partial(epoch_fn, env, program, n_steps, max_steps)
+    init = functools.partial(rollout.init_carry, env, n_envs=n_envs)
+    split = jax.random.split
+    if n_seeds > 1:  # One key per seed: [k, 2].
+      epoch, init, split = jax.vmap(epoch), jax.vmap(init), jax.vmap(split)
+    keys = split(key)
+    env_key, train_key = keys[..., 0, :], keys[..., 1, :]
+    self._epoch = jax.jit(epoch)
+    self._compiled = None
+    self.compile_s = None  # Seconds the first compile took.
+    self._sharding = seed_sharding(n_seeds)
+    self._state = self._place(DeviceState(learner, init(env_key), train_key))
+    self.n_interactions = 0
+
+  def _place(self, state: DeviceState) -> DeviceState:
+    if self._sharding is None:
+      return jax.device_put(state)
+    return jax.device_put(state, self._sharding)
+
+  @property
+  def learner(self) -> Any:
+    return self._state.learner
+
+  @property
+  def n_seeds(self) -> int:
+    return self._n_seeds
+
+  def compile(self) -> float:
+    """Compiles the epoch without running it; returns the seconds taken."""
+    start = time.perf_counter()
+    self._compiled = self._epoch.lower(self._state).compile()
+    self.compile_s = time.perf_counter() - start
+    return self.compile_s
+
+  def run_epoch(self) -> list[dict[str, float]]:
+    """Runs one epoch; returns one record per seed (host floats).
+
+    The first call compiles (ahead of time; `compile_s` says how long).
+    """
+    if self._compiled is None:
+      self.compile()
+    start = time.perf_counter()
+    self._state, record = self._compiled(self._state)
+    record = jax.device_get(record)  # One transfer; waits for the epoch.
+    wall = time.perf_counter() - start
+    self.n_interactions += self._steps_per_epoch
+    common = {
+      'n_interactions': self.n_interactions // self._n_seeds,
+      'env_steps_per_s': self._steps_per_epoch / max(wall, 1e-9),
+      'epoch_s': wall,
+    }
+    records = []
+    for seed in range(self._n_seeds):
+      one = (
+        record
+        if self._n_seeds == 1
+        else jax.tree.map(lambda x, s=seed: x[s], record)
+      )
+      records.append(dict(common, **{k: _scalar(v) for k, v in one.items()}))
+    return records
+
+  def state_dict(self) -> dict[str, Any]:
+    """Env state (episodes in flight), keys and counters, as numpy."""
+    leaves = jax.tree.leaves((self._state.env, self._state.key))
+    return {
+      'leaves': [np.asarray(x) for x in leaves],
+      'n_interactions': self.n_interactions,
+    }
+
+  def load_state_dict(self, state: dict[str, Any], learner: Any) -> None:
+    """Restores `state_dict` output and sets the learner state."""
+    env, key = checkpoint.unflatten_like(
+      (self._state.env, self._state.key), state['leaves'], 'device state'
+    )
+    self._state = self._place(DeviceState(learner, env, key))
+    self.n_interactions = int(state['n_interactions'])
+
+  def set_learner(self, learner: Any) -> None:
+    """Replaces the learner state (recompiling if its structure changed)."""
+    if jax.tree.structure(learner) != jax.tree.structure(self._state.learner):
+      self._compiled = None
+    self._state = self._place(self._state._replace(learner=learner))
+
+  @property
+  def sharding(self) -> jax.sharding.Sharding | None:
+    """How the seed axis is split over devices (None: default device)."""
+    return self._sharding
+
+
+def seed_sharding(n_seeds: int) -> jax.sharding.Sharding | None:
+  """Splits the seed axis over the local devices when they divide it.
+
+  One seed, or a seed count the devices do not divide, runs on the default
+  device.
+  """
+  devices = jax.local_devices()
+  if n_seeds == 1 or len(devices) == 1 or n_seeds % len(devices):
+    return None
+  mesh = jax.sharding.Mesh(np.array(devices), ('seed',))
+  return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('seed'))
+
+
+def _scalar(x: Any) -> float | int:
+  x = np.asarray(x)
+  return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)
+
+
+def make_runner(
+  task: Any,
+  program: DeviceProgram,
+  learner: Any,
+  n_trajectories_per_epoch: int | None,
+  n_interactions_per_epoch: int | None,
+  seed: int | Sequence[int],
+) -> DeviceRunner:
+  """A DeviceRunner for an agent on `task` (an RLTask with a `jax_env`).
+
+  Each epoch steps every env `ceil(n_interactions_per_epoch / n_envs)`
+  times. The keys derive from `seed` alone (not from the agent's key), so
+  a run resumed from a checkpoint builds the same runner, and seed s in a
+  batch of seeds (`seed` a sequence: one vmapped program) gets the keys
+  it gets alone.
+
+  Raises:
+    ValueError: the agent counts epochs in trajectories, which the device
+      path's fixed-length rollouts cannot.
+  """
+  if n_interactions_per_epoch is None:
+    raise ValueError(
+      f'the device path (env {task.jax_env.name!r}) collects fixed-length '
+      'rollouts: set n_interactions_per_epoch instead of '
+      f'n_trajectories_per_epoch={n_trajectories_per_epoch}'
+    )
+  n_steps = -(-n_interactions_per_epoch // task.n_envs)
+  seeds = [seed] if isinstance(seed, int) else list(seed)
+  keys = [jax.random.fold_in(jax.random.PRNGKey(s), 3) for s in seeds]
+  n_seeds = len(seeds)
+  key = keys[0] if isinstance(seed, int) else jnp.stack(keys)
+  return DeviceRunner(
+    task.jax_env,
+    program,
+    learner,
+    task.n_envs,
+    n_steps,
+    task.max_steps,
+    key,
+    n_seeds,
+  )
+
+
+def runner_for(agent: Any) -> DeviceRunner | None:
+  """The DeviceRunner of `agent`, or None if it trains on the host path.
+
+  The host path is taken when the task's env is a gymnasium env, or when
+  the agent has no `device_program` (it then steps the JAX env from the
+  host).
+
+  Raises:
+    ValueError: the agent cannot run on the device path as configured.
+  """
+  if agent.task.jax_env is None:
+    return None
+  program = agent.device_program()
+  if program is None:
+    return None
+  return make_runner(
+    agent.task,
+    program,
+    agent.device_learner(),
+    agent.n_trajectories_per_epoch,
+    agent.n_interactions_per_epoch,
+    agent.seed,
+  )
