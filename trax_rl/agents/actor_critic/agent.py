@@ -29,6 +29,8 @@ from trax_rl import task as task_lib
 from trax_rl.agents import policy_agents
 from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.agents.actor_critic import layout as layout_lib
+from trax_rl.device import actor_critic as device_ac
+from trax_rl.device import epoch as device_epoch
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.networks import base as networks
 
@@ -177,6 +179,7 @@ class ActorCritic(policy_agents.PolicyAgent):
     estimator = advantage_estimator(
       gamma=task.gamma, margin=added_policy_slice_length
     )
+    self._margin = added_policy_slice_length
     super().__init__(task, **kwargs)
     task.set_n_replay_epochs(n_replay_epochs)
     space = task.action_space
@@ -376,6 +379,47 @@ class ActorCritic(policy_agents.PolicyAgent):
   def compile_update(self) -> None:
     data = self.example_training_data()
     self._train.lower(*self._train_args(data)).compile()
+
+  # The device path: the same pure epoch, fed from the rollout.
+  def device_program(self) -> device_epoch.DeviceProgram:
+    """`_train_fn` on the rollout's packed steps (see `device.actor_critic`).
+
+    Raises:
+      ValueError: a knob only the gymnasium path has.
+    """
+    unsupported = {
+      'normalize_observations': self._normalize,
+      'offline': self._offline,
+      'n_replay_epochs > 1': self._task.n_replay_epochs > 1,
+      'added_policy_slice_length > 0': self._margin > 0,
+    }
+    for name, used in unsupported.items():
+      if used:
+        raise ValueError(
+          f'{type(self).__name__} on the device path has no {name} yet: '
+          'use a gymnasium env id for this config'
+        )
+    trainers = self.trainers()
+    acting = [
+      n for n, t in trainers.items() if t is self._layout.acting_trainer
+    ]
+    return device_ac.make_program(
+      self.policy_network(),
+      self._policy_dist,
+      acting[0],
+      self._stats,
+      data_lib.EpochData,
+      self._layout.minibatch_indices,
+      self._train_fn,
+      None if self._layout.uses_key else _UNUSED_KEY,
+    )
+
+  def device_learner(self) -> dict[str, Any]:
+    return {name: t.state for name, t in self.trainers().items()}
+
+  def set_device_learner(self, learner: dict[str, Any]) -> None:
+    for name, state in learner.items():
+      self.trainers()[name].state = state
 
   def state_dict(self) -> dict[str, Any]:
     state = dict(
