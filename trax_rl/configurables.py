@@ -67,6 +67,7 @@ _register(envs.MaskVelocity, envs.masked_cartpole, envs.make_env)
 _register(
   models.MLP,
   models.ConvTorso,
+  models.MinAtarTorso,
   models.Policy,
   models.Value,
   models.PolicyAndValue,

@@ -16,7 +16,9 @@ import optax
 
 from trax_rl import task as task_lib
 from trax_rl import types, validation
-from trax_rl.agents import value_agents
+from trax_rl.agents import device_value, value_agents
+from trax_rl.device import epoch as device_epoch
+from trax_rl.device import value_epoch
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
 from trax_rl.replay import adders, samplers
@@ -45,6 +47,11 @@ class ReplayValueAgent(value_agents.ValueAgent):
   their priorities written back. A new item's priority is 1.0, as Acme's
   adders insert it (their default priority function), whether or not the
   table is prioritized.
+
+  With a JAX env (`RLTask.env = 'gymnax:CartPole-v1'`) the same epoch runs
+  on the device as one jitted call (`device.value_epoch`): collection,
+  n-step transitions, insertion, every learner call, target syncs and
+  priority writes, on a `DeviceTable` configured as the Table.
   """
 
   def __init__(
@@ -162,6 +169,52 @@ class ReplayValueAgent(value_agents.ValueAgent):
     )
     # Episodes the task played before the agent existed (epoch 0).
     self._add_to_replay(task.trajectories.get(0, []))
+    self._device_store = self._make_device_store(n_step, target_update_period)
+
+  def _make_device_store(self, n_step, target_update_period):
+    """The device program and learner of a JAX env's task; else None."""
+    task = self._task
+    if task.jax_env is None or self._n_interactions_per_epoch is None:
+      return None  # make_runner names the missing n_interactions_per_epoch.
+    device_value.check_fits(
+      task, self._n_interactions_per_epoch, self._table.max_size
+    )
+    epoch = value_epoch.ValueEpoch(
+      env=task.jax_env,
+      network=self._network,
+      loss_fn=self._loss_fn,
+      optimizer=self._optimizer,
+      table=device_value.device_table_like(self._table),
+      exploration=self._exploration,
+      n_envs=task.n_envs,
+      n_steps=device_value.n_steps_per_epoch(
+        task, self._n_interactions_per_epoch
+      ),
+      n_step=n_step,
+      gamma=task.gamma,
+      batch_size=self._batch_size,
+      num_sgd_steps_per_step=self._num_sgd,
+      target_update_period=target_update_period,
+      prioritized=self._prioritized,
+    )
+    return device_value.DeviceLearnerStore(epoch, self._trainer)
+
+  @property
+  def device_store(self) -> device_value.DeviceLearnerStore | None:
+    """The device program's learner between epochs (None: host path)."""
+    return self._device_store
+
+  def device_program(self) -> device_epoch.DeviceProgram | None:
+    if self._device_store is None:
+      return None
+    return self._device_store.epoch.program()
+
+  def device_learner(self) -> value_epoch.ValueLearner:
+    return self._device_store.learner()
+
+  def set_device_learner(self, learner: value_epoch.ValueLearner) -> None:
+    self._device_store.set_learner(learner)
+    self._env_steps = int(learner.env_steps)
 
   # What a replay learner specializes.
   def _make_adder(self) -> Any:
@@ -363,18 +416,23 @@ class ReplayValueAgent(value_agents.ValueAgent):
     return record
 
   def state_dict(self) -> dict[str, Any]:
-    return dict(
+    state = dict(
       super().state_dict(),
       env_steps=self._env_steps,
       adder=self._adder.state_dict(),
       table=self._table.state_dict(),
     )
+    if self._device_store is not None:
+      state['device_learner'] = self._device_store.state_dict()
+    return state
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     super().load_state_dict(state)
     self._env_steps = int(state['env_steps'])
     self._adder.load_state_dict(state['adder'])
     self._table.load_state_dict(state['table'])
+    if self._device_store is not None:
+      self._device_store.load_state_dict(state['device_learner'])
 
 
 def _as_stored(items: Any) -> Any:

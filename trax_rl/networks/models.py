@@ -109,6 +109,29 @@ def head_init(head_init_range: float | None) -> dict[str, Any]:
   return {'kernel_init': init}
 
 
+class MinAtarTorso(nn.Module):
+  """The MinAtar torso: a 3x3 conv and a Dense layer, on [B, 10, 10, C].
+
+  Young & Tian, 2019, "MinAtar: An Atari-Inspired Testbed for Thorough and
+  Reproducible Reinforcement Learning Experiments": 16 filters, stride 1,
+  then 128 units. The Nature-DQN `ConvTorso` needs frames of 36+ pixels.
+
+  Attributes:
+    channels: filters of the conv layer.
+    dense_width: width of the Dense layer.
+  """
+
+  channels: int = 16
+  dense_width: int = 128
+
+  @nn.compact
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    x = jnp.asarray(x, jnp.float32)
+    x = nn.relu(nn.Conv(self.channels, (3, 3), padding='VALID')(x))
+    x = x.reshape((x.shape[0], -1))
+    return nn.relu(nn.Dense(self.dense_width)(x))
+
+
 class Policy(nn.Module):
   """Trax's `Policy`: body, then a Dense to the distribution's inputs.
 

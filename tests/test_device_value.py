@@ -1,0 +1,189 @@
+"""Tests for the compiled value epoch (trax_rl.device.value_epoch) and the
+device path of ReplayValueAgent."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from trax_rl import task as task_lib
+from trax_rl.agents import replay_value
+from trax_rl.device import evaluate, seeds, value_epoch
+from trax_rl.losses import q_learning
+from trax_rl.networks import models
+
+
+def test_n_step_transitions_by_hand():
+  # One env, n = 3, gamma = 0.5. Steps 0-2 end by termination, 3-4 by
+  # truncation, 5-6 start the next episode (only serve the windows).
+  t = 7
+  obs = jnp.arange(t, dtype=jnp.float32)[:, None, None]
+  steps = value_epoch.Steps(
+    observation=obs,
+    action=jnp.zeros((t, 1), jnp.int32),
+    reward=jnp.arange(1, t + 1, dtype=jnp.float32)[:, None],
+    terminated=jnp.array([0, 0, 1, 0, 0, 0, 0], bool)[:, None],
+    truncated=jnp.array([0, 0, 0, 0, 1, 0, 0], bool)[:, None],
+    next_observation=obs + 100.0,
+  )
+  valid = jnp.ones((t, 1), bool).at[0].set(False)
+  tr, ok = jax.jit(value_epoch.n_step_transitions, static_argnums=(2, 3, 4))(
+    steps, valid, 3, 0.5, 5
+  )
+  np.testing.assert_allclose(tr.reward[:, 0], [2.75, 3.5, 3.0, 6.5, 5.0])
+  np.testing.assert_allclose(tr.discount[:, 0], [0, 0, 0, 0.25, 0.5])
+  np.testing.assert_allclose(
+    tr.next_observation[:, 0, 0], [102, 102, 102, 104, 104]
+  )
+  np.testing.assert_allclose(tr.observation[:, 0, 0], [0, 1, 2, 3, 4])
+  np.testing.assert_array_equal(ok[:, 0], [False, True, True, True, True])
+
+
+_LOSSES = {
+  'QLearning': (q_learning.QLearning(), models.Quality),
+  'RegularizedQLearning': (q_learning.RegularizedQLearning(), models.Quality),
+  'MunchausenQLearning': (q_learning.MunchausenQLearning(), models.Quality),
+  'PrioritizedDoubleQLearning': (
+    q_learning.PrioritizedDoubleQLearning(),
+    models.Quality,
+  ),
+  'PrioritizedCategoricalDoubleQLearning': (
+    q_learning.PrioritizedCategoricalDoubleQLearning(),
+    functools.partial(models.CategoricalQuality, num_atoms=11, v_max=20.0),
+  ),
+  'QrDqn': (
+    q_learning.QrDqn(),
+    functools.partial(models.QuantileQuality, num_atoms=11),
+  ),
+}
+
+
+def _agent(loss_name='QLearning', output_dir=None, **overrides):
+  loss_fn, model = _LOSSES[loss_name]
+  task = task_lib.RLTask(
+    'gymnax:CartPole-v1', gamma=0.99, n_envs=4, max_steps=200, seed=0
+  )
+  kwargs = dict(
+    model_fn=functools.partial(
+      model, body=functools.partial(models.MLP, layer_widths=(16,))
+    ),
+    loss_fn=loss_fn,
+    batch_size=16,
+    n_step=2,
+    min_replay_size=64,
+    max_replay_size=256,
+    samples_per_insert=2.0,
+    target_update_period=4,
+    num_sgd_steps_per_step=2,
+    n_interactions_per_epoch=48,
+    output_dir=output_dir,
+    seed=1,
+  )
+  kwargs.update(overrides)
+  return replay_value.ReplayValueAgent(task, **kwargs)
+
+
+@pytest.mark.parametrize('loss_name', sorted(_LOSSES))
+def test_every_loss_runs_compiled_epochs(loss_name):
+  agent = _agent(loss_name)
+  store = agent.device_store
+  assert store is not None
+  agent.run(3)
+  replay = agent.device_learner().replay
+  table = store.epoch.table
+  # 3 epochs of 12 vector steps x 4 envs; the last n - 1 = 1 step per env
+  # waits for its window.
+  assert int(table.size(replay)) == 3 * 48 - 4
+  # Learning started once 64 items were in and kept the sample/insert
+  # ratio within the limiter's bounds.
+  assert agent.trainer.step > 0
+  assert bool(table.can_insert(replay, 48))
+  assert not bool(table.can_sample(replay, 32))
+  prioritized = loss_name.startswith('Prioritized')
+  priorities = np.asarray(replay.priorities)[: int(table.size(replay))]
+  # Prioritized losses write |td| back, others leave the insert priority 1.
+  assert np.any(priorities != 1.0) == prioritized
+  assert agent.env_steps == 3 * 48
+
+
+def test_kill_and_resume_is_exact(tmp_path):
+  straight = _agent('PrioritizedDoubleQLearning')
+  straight.run(4)
+  first = _agent('PrioritizedDoubleQLearning', output_dir=str(tmp_path))
+  first.run(2)
+  first.close()
+  del first  # "Killed" after epoch 2; a new process picks up.
+  resumed = _agent('PrioritizedDoubleQLearning', output_dir=str(tmp_path))
+  resumed.run(4, n_epochs_is_total_epochs=True)
+  for a, b in zip(
+    jax.tree.leaves(straight.trainer.state),
+    jax.tree.leaves(resumed.trainer.state),
+  ):
+    np.testing.assert_array_equal(a, b)
+  # The replay, n-step tails and counters, and the envs in flight.
+  for a, b in zip(
+    jax.tree.leaves(straight.device_learner()),
+    jax.tree.leaves(resumed.device_learner()),
+  ):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(
+    straight.device_runner().state_dict()['leaves'],
+    resumed.device_runner().state_dict()['leaves'],
+  ):
+    np.testing.assert_array_equal(a, b)
+  assert straight.avg_returns == resumed.avg_returns
+
+
+def test_learns_gymnax_cartpole():
+  agent = _agent(
+    'QLearning',
+    model_fn=functools.partial(
+      models.Quality, body=functools.partial(models.MLP, layer_widths=(64, 64))
+    ),
+    batch_size=32,
+    n_step=3,
+    min_replay_size=500,
+    max_replay_size=20_000,
+    samples_per_insert=16.0,
+    target_update_period=100,
+    num_sgd_steps_per_step=4,
+    epsilon=lambda: replay_value.linear_epsilon(1.0, 0.05, 3_000),
+    learning_rate=1e-3,
+    n_interactions_per_epoch=500,
+  )
+  agent.run(8)  # 4000 env steps, about 1000 updates.
+  returns = _greedy_returns(agent)
+  # A random policy averages about 22; the cap is 200.
+  assert float(jnp.mean(returns)) >= 150.0
+
+
+def _greedy_returns(agent, n_episodes=8):
+  return evaluate.evaluate(
+    agent.task.jax_env,
+    agent.device_store.epoch.greedy,
+    agent.device_learner(),
+    jax.random.PRNGKey(0),
+    n_episodes,
+    200,
+  )
+
+
+def test_seed_batch_reproduces_each_seed_alone():
+  agents = [_agent('PrioritizedDoubleQLearning', seed=s) for s in (3, 4)]
+  group = seeds.SeedBatch(agents)
+  group.run(2)
+  alone = _agent('PrioritizedDoubleQLearning', seed=4)
+  alone.run(2)
+  batched = agents[1]
+  assert batched.trainer.step == alone.trainer.step > 0
+  np.testing.assert_array_equal(
+    batched.device_learner().replay.keys, alone.device_learner().replay.keys
+  )
+  for a, b in zip(
+    jax.tree.leaves(batched.device_learner()),
+    jax.tree.leaves(alone.device_learner()),
+  ):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  assert agents[0].trainer.step > 0

@@ -1,0 +1,53 @@
+"""The DQN-family gin/gymnax configs build on the device path and train."""
+
+import pathlib
+
+import gin
+import pytest
+
+from trax_rl import configurables
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LOSSES = ('dqn', 'dqnreg', 'mdqn', 'pdqn', 'c51', 'qrdqn')
+CONFIGS = sorted(
+  p
+  for p in (ROOT / 'gin' / 'gymnax').glob('*.gin')
+  if p.stem.rsplit('_', 1)[0] in LOSSES
+)
+
+
+def _ids(paths):
+  return [p.relative_to(ROOT / 'gin').as_posix() for p in paths]
+
+
+def test_there_are_cartpole_and_acrobot_configs():
+  names = {p.stem for p in CONFIGS}
+  for loss in LOSSES:
+    assert {f'{loss}_cartpole', f'{loss}_acrobot'} <= names
+
+
+@pytest.mark.parametrize('config', CONFIGS, ids=_ids(CONFIGS))
+def test_config_builds_a_device_path(config):
+  configurables.parse([str(config)])
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  assert agent.device_program() is not None
+  gin.clear_config()
+
+
+def test_one_config_trains_one_small_epoch(tmp_path):
+  small = [
+    'train_rl.n_epochs=1',
+    'ReplayValueAgent.n_interactions_per_epoch=64',
+    'ReplayValueAgent.min_replay_size=32',
+    'ReplayValueAgent.batch_size=8',
+    'ReplayValueAgent.num_sgd_steps_per_step=1',
+    'ReplayValueAgent.n_eval_episodes=1',
+    'MLP.layer_widths=(8,)',
+    'RLTask.max_steps=20',
+  ]
+  configurables.parse([str(ROOT / 'gin/gymnax/pdqn_cartpole.gin')], small)
+  agent = configurables.train_rl(output_dir=str(tmp_path))
+  assert agent.current_epoch == 1
+  assert agent.trainer.step > 0
+  assert (tmp_path / 'checkpoint.pkl').exists()
+  gin.clear_config()

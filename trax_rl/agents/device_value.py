@@ -1,0 +1,87 @@
+"""The device path of ReplayValueAgent: its DeviceProgram and learner state.
+
+`ReplayValueAgent` gives `device.epoch` a program (`value_epoch.ValueEpoch`)
+when its task's env is a JAX env (`RLTask.env = 'gymnax:CartPole-v1'`).
+The agent keeps its lifecycle and its `Trainer`, whose state is the
+learner's `train` field; `DeviceLearnerStore` keeps the rest of the learner
+(n-step tails, the replay, counters) between epochs and in the checkpoint,
+so a resume continues bit for bit.
+"""
+
+import math
+from typing import Any
+
+import jax
+import numpy as np
+
+from trax_rl import checkpoint
+from trax_rl import task as task_lib
+from trax_rl.device import value_epoch
+from trax_rl.replay import device_table
+from trax_rl.replay import table as table_lib
+from trax_rl.supervised import trainer as trainer_lib
+
+
+def device_table_like(table: table_lib.Table) -> device_table.DeviceTable:
+  """A DeviceTable configured as the host `table` (sampler, limiter)."""
+  limiter = table.state_dict()['rate_limiter']
+  error_buffer = None
+  if limiter['samples_per_insert'] is not None:
+    error_buffer = (limiter['min_diff'], limiter['max_diff'])
+  return device_table.DeviceTable(
+    table.max_size,
+    table.sampler,
+    min_size_to_sample=limiter['min_size_to_sample'],
+    samples_per_insert=limiter['samples_per_insert'],
+    error_buffer=error_buffer,
+  )
+
+
+def n_steps_per_epoch(task: task_lib.RLTask, n_interactions: int) -> int:
+  """Vector steps per epoch, as `device.epoch.make_runner` counts them."""
+  return math.ceil(n_interactions / task.n_envs)
+
+
+def check_fits(task: task_lib.RLTask, n_interactions: int, max_size: int):
+  """Raises ValueError if one epoch's transitions exceed the replay."""
+  per_epoch = n_steps_per_epoch(task, n_interactions) * task.n_envs
+  if per_epoch > max_size:
+    raise ValueError(
+      f'n_interactions_per_epoch ({per_epoch} with {task.n_envs} envs) must '
+      f'not exceed max_replay_size ({max_size}) on the device path'
+    )
+
+
+class DeviceLearnerStore:
+  """The value learner between epochs: the Trainer's state plus the rest."""
+
+  def __init__(
+    self, epoch: value_epoch.ValueEpoch, trainer: trainer_lib.Trainer
+  ):
+    self._epoch = epoch
+    self._trainer = trainer
+    self._rest = epoch.init(trainer.state)._replace(train=())
+
+  @property
+  def epoch(self) -> value_epoch.ValueEpoch:
+    return self._epoch
+
+  @property
+  def rest(self) -> value_epoch.ValueLearner:
+    """The learner without its train state (that is the Trainer's)."""
+    return self._rest
+
+  def learner(self) -> value_epoch.ValueLearner:
+    return self._rest._replace(train=self._trainer.state)
+
+  def set_learner(self, learner: value_epoch.ValueLearner) -> None:
+    self._trainer.state = learner.train
+    self._rest = learner._replace(train=())
+
+  def state_dict(self) -> dict[str, Any]:
+    return {'leaves': [np.asarray(x) for x in jax.tree.leaves(self._rest)]}
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self._rest = checkpoint.unflatten_like(
+      self._rest, state['leaves'], 'device replay'
+    )
