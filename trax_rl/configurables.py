@@ -5,6 +5,7 @@ name is registered here, under its short name (`PolicyGradient`, `MLP`) and
 under `trax_rl.<name>`.
 """
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from trax_rl.agents import (
   replay_value,
   value_agents,
 )
+from trax_rl.distributed import local_collector, ray_collector
 from trax_rl.losses import q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -97,6 +99,10 @@ _register(
   actor_critic_joint.AWRJoint,
 )
 
+# Where experience comes from. Ray itself is imported only when a
+# RayCollector starts.
+_register(local_collector.LocalCollector, ray_collector.RayCollector)
+
 
 def write_operative_config(output_dir: str) -> None:
   """Writes the operative gin config to output_dir/config.gin atomically."""
@@ -143,6 +149,7 @@ def train_rl(
   on_nonfinite: str = 'stop',
   strict: bool = False,
   allow_config_change: bool = False,
+  collector: Callable[[], Any] | None = None,
 ) -> base.Agent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -166,6 +173,9 @@ def train_rl(
       differs from this operative config in more than n_epochs (the
       changes are logged and config.gin rewritten after the first epoch);
       without it such a resume is refused.
+    collector: where experience comes from: `@LocalCollector` (None, the
+      default: the task's own envs) or `@RayCollector` (rollout actors; its
+      knobs bound in gin). Actors build their agent from this gin config.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -196,6 +206,12 @@ def train_rl(
     ) from None
   if build_only:
     return agent
+  if collector is not None:
+    agent_collector = collector()
+    agent_collector.set_agent_factory(
+      functools.partial(build_agent, gin.config_str())
+    )
+    agent.set_collector(agent_collector)
   try:
     changed = check_config_change(output_dir, allow_config_change)
     agent.restore()
@@ -220,6 +236,7 @@ _NOT_CONFIG = frozenset(
     'on_nonfinite',
     'strict',
     'allow_config_change',
+    'collector',  # Where experience comes from; resuming may change it.
   }
 )
 _LOG = logging.getLogger(__name__)
@@ -344,6 +361,13 @@ def _after_first_epoch(
       _LOG.warning(message)
 
   return callback
+
+
+def build_agent(config: str) -> base.Agent:
+  """The agent a gin config describes, without output_dir (actors' copy)."""
+  gin.clear_config()
+  gin.parse_config(config)
+  return train_rl(output_dir=None, build_only=True)
 
 
 def query(binding: str, default: Any = None) -> Any:

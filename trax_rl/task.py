@@ -186,16 +186,31 @@ class RLTask:
     )
     if only_eval:
       return result
-    self._trajectories.setdefault(epoch_id, []).extend(result.trajectories)
+    self.add_trajectories(result.trajectories, result.n_interactions, epoch_id)
+    return result
+
+  def add_trajectories(
+    self,
+    trajectories: list[trajectory_lib.Trajectory],
+    n_interactions: int,
+    epoch_id: int,
+  ) -> None:
+    """Stores trajectories collected elsewhere (e.g. on rollout actors).
+
+    Args:
+      trajectories: in the order they should be stored and sampled.
+      n_interactions: the env steps they took.
+      epoch_id: the epoch to store them under.
+    """
+    self._trajectories.setdefault(epoch_id, []).extend(trajectories)
     self._saved_epochs.discard(epoch_id)
     self._version += 1
     for epoch in [
       e for e in self._trajectories if e <= epoch_id - self._n_replay_epochs
     ]:
       del self._trajectories[epoch]
-    self._n_trajectories += sum(t.done for t in result.trajectories)
-    self._n_interactions += result.n_interactions
-    return result
+    self._n_trajectories += sum(t.done for t in trajectories)
+    self._n_interactions += n_interactions
 
   def collect_trajectories(
     self,

@@ -114,6 +114,7 @@ class Agent:
     self._act_counts = [0, 0]
     self._restored = False
     self._writer = None
+    self._collector = None  # None: collect in this process, as always.
 
   # Read-only views, as Trax's.
   @property
@@ -135,6 +136,30 @@ class Agent:
   @property
   def output_dir(self) -> str | None:
     return self._output_dir
+
+  @property
+  def seed(self) -> int:
+    return self._seed
+
+  @property
+  def only_eval(self) -> bool:
+    return self._only_eval
+
+  @property
+  def n_trajectories_per_epoch(self) -> int | None:
+    return self._n_trajectories_per_epoch
+
+  @property
+  def n_interactions_per_epoch(self) -> int | None:
+    return self._n_interactions_per_epoch
+
+  def set_collector(self, collector: Any) -> None:
+    """Hands collection to `collector` (e.g. a `RayCollector`).
+
+    It must have `collect(agent) -> average return`, `metrics() -> dict`
+    and `close()`; None collects in this process again.
+    """
+    self._collector = collector
 
   def next_key(self) -> jax.Array:
     """A fresh raw PRNG key from the agent's checkpointed key."""
@@ -173,6 +198,49 @@ class Agent:
   def compile_update(self) -> None:
     """Compiles one training update on a sample batch, without training."""
     raise NotImplementedError
+
+  # Hooks for rollout actors (`trax_rl.distributed`).
+  streams_experience = False  # True: learns from chunks as they arrive.
+
+  def rollout_params(self) -> Any:
+    """The parameters the training policy acts with, to ship to actors."""
+    raise NotImplementedError(
+      f'{type(self).__name__} cannot act on rollout actors'
+    )
+
+  def load_rollout_params(self, params: Any) -> None:
+    """Acts with `params` (from `rollout_params`) from now on."""
+    del params
+    raise NotImplementedError(
+      f'{type(self).__name__} cannot act on rollout actors'
+    )
+
+  def reseed_acting(self, key: jax.Array) -> None:
+    """Restarts the acting key streams from `key` (one per work unit)."""
+    self._act_keys = (
+      jax.random.fold_in(key, 1),
+      jax.random.fold_in(key, 2),
+    )
+    self._act_counts = [0, 0]
+
+  def n_updates(self) -> int:
+    """Learner updates so far: the parameter version of stream mode."""
+    return 0
+
+  def can_take(self, n_steps: int) -> bool:
+    """Stream mode credits: whether `n_steps` more steps may be in flight."""
+    del n_steps
+    return True
+
+  def absorb(self) -> None:
+    """Stream mode: learns from this epoch's trajectories not yet used.
+
+    Called by a streaming collector after each chunk it stores; agents with
+    `streams_experience` implement it (`train_epoch` absorbs the rest).
+    """
+    raise NotImplementedError(
+      f'{type(self).__name__} does not learn from a stream'
+    )
 
   def random_episode(self) -> list[trajectory_lib.Trajectory]:
     """One episode of uniformly random actions on the eval env, not stored.
@@ -250,6 +318,12 @@ class Agent:
 
   # Lifecycle.
   def _collect(self) -> float:
+    if self._collector is None or self._only_eval:
+      return self.collect_locally()
+    return self._collector.collect(self)
+
+  def collect_locally(self) -> float:
+    """This epoch's experience from the task's own envs; average return."""
     return self._task.collect_trajectories(
       self.make_policy(1.0, evaluation=False),
       n_trajectories=self._n_trajectories_per_epoch,
@@ -336,6 +410,8 @@ class Agent:
       'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
       'collect_s': collect_s,
     }
+    if self._collector is not None:
+      record.update(self._collector.metrics())
     if self._task.n_nonfinite_observations() > nonfinite_before:
       self._on_nonfinite(on_nonfinite, 'observation', None)
     if self._n_eval_episodes and not self._only_eval:
@@ -440,6 +516,8 @@ class Agent:
     return True
 
   def close(self) -> None:
+    if self._collector is not None:
+      self._collector.close()
     if self._writer is not None:
       self._writer.close()
       self._writer = None

@@ -137,6 +137,9 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._loss_fn = loss_fn
     self._env_steps = 0
     self._max_priority = 1.0
+    # Stream mode absorbs an epoch's trajectories as they arrive.
+    self._n_absorbed = 0
+    self._epoch_metrics: list[Any] = []
     self._adder = adders.NStepTransitionAdder(n_step, task.gamma)
     self._build_trainer(
       loss_fn, num_steps=num_sgd_steps_per_step, n_devices=n_devices
@@ -274,10 +277,24 @@ class ReplayValueAgent(value_agents.ValueAgent):
       self._learn(metrics)
     return metrics
 
+  streams_experience = True
+
+  def can_take(self, n_steps: int) -> bool:
+    """Whether the Table's rate limiter lets `n_steps` more items in."""
+    return self._table.can_insert(max(n_steps, 1))
+
+  def absorb(self) -> None:
+    """Adds this epoch's trajectories not added yet, learning as allowed."""
+    trajectories = self._task.trajectories.get(self._epoch, [])
+    new = trajectories[self._n_absorbed :]
+    self._n_absorbed = len(trajectories)
+    self._epoch_metrics.extend(self._add_to_replay(new))
+
   def train_epoch(self) -> dict[str, float]:
     """Adds this epoch's trajectories to replay and learns on it."""
-    per_call = self._add_to_replay(self._task.trajectories.get(self._epoch, []))
-    per_call = jax.device_get(per_call)
+    self.absorb()
+    per_call = jax.device_get(self._epoch_metrics)
+    self._n_absorbed, self._epoch_metrics = 0, []
     metrics = {
       k: float(np.mean([m[k] for m in per_call]))
       for k in (per_call[0] if per_call else {})
