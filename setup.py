@@ -35,10 +35,15 @@ setuptools.setup(
             'pytest-xdist>=3.6',
             'ruff>=0.6',
             'gymnasium[box2d]>=1.1,<1.4',
+            # The Ray rollout tests are part of the default suite.
+            'ray>=2.60',
+            'psutil>=5.9',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
+        # Rollout actors (RayCollector): Ray core, no dashboard.
+        'ray': ['ray>=2.60'],
     },
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},
 )

@@ -168,8 +168,9 @@ class RayCollector:
     self._params_box: list[Any] = []
     self._metrics: dict[str, float] = {}
     self._last_death = ''
-    # Called with the index of every unit gathered (tests kill actors here).
-    self.on_unit_done: Callable[[int], None] | None = None
+    # Called with the index (in its epoch) of every unit or chunk gathered;
+    # tests kill actors from here.
+    self.on_work_done: Callable[[int], None] | None = None
 
   def set_agent_factory(self, factory: rollout.AgentFactory) -> None:
     """How actors build their agent copy (train_rl passes the gin config)."""
@@ -189,7 +190,14 @@ class RayCollector:
     return dict(self._metrics)
 
   # Starting and stopping.
-  def _start(self, agent: base.Agent) -> None:
+  def start(self, agent: base.Agent) -> None:
+    """Starts the actors for `agent` (the first `collect` does it too).
+
+    Raises:
+      ValueError: no agent factory, or an agent that cannot use actors.
+    """
+    if self._ray is not None:
+      return
     if self._factory is None:
       raise ValueError(
         'RayCollector has no agent factory: use it through train_rl '
@@ -266,8 +274,7 @@ class RayCollector:
 
   def collect(self, agent: base.Agent) -> float:
     """Collects the agent's current epoch; returns its average return."""
-    if self._ray is None:
-      self._start(agent)
+    self.start(agent)
     restarts = self.restarts
     works = (
       self._collect_stream(agent)
@@ -322,8 +329,8 @@ class RayCollector:
           self._replace(slot)
           continue
         done[unit] = work
-        if self.on_unit_done is not None:
-          self.on_unit_done(unit)
+        if self.on_work_done is not None:
+          self.on_work_done(unit)
     works = [done[u] for u in range(len(units))]
     agent.task.add_trajectories(
       [t for w in works for t in w.trajectories],
@@ -356,8 +363,10 @@ class RayCollector:
           in_flight[ref], busy, issued = slot, busy + 1, issued + per_chunk
       if not in_flight:
         if issued < target:
-          raise RuntimeError(
-            f'{type(agent).__name__} can take no chunk of {per_chunk} steps'
+          raise ValueError(
+            f'{type(agent).__name__} cannot take a chunk of {per_chunk} '
+            'steps (its replay rate limiter admits fewer at once): lower '
+            'RayCollector.chunk_length or raise n_interactions_per_epoch'
           )
         break
       for ref in self._wait(list(in_flight)):
@@ -379,6 +388,8 @@ class RayCollector:
         )
         agent.absorb()
         works.append(work)
+        if self.on_work_done is not None:
+          self.on_work_done(len(works) - 1)
         if agent.n_updates() - self._version >= self._publish_every:
           self._publish(agent, agent.n_updates())
     self._metrics.update(
