@@ -10,6 +10,12 @@ scratch, after one warm-up epoch that pays for JIT compiles and actor
 start-up, and prints one JSON line: config, collector, actors, env steps,
 learner updates, wall seconds, env steps/s, updates/s and, on Ray, the
 mean policy lag (learner updates between a chunk's parameters and its use).
+With --target, a greedy eval after each epoch (its time excluded) stops the
+run at the target and the line has the wall seconds to reach it; e.g. R2D2
+on masked CartPole to 400, the single process against 2 actors:
+
+  python benchmarks/distributed.py --config gin/r2d2_cartpole_masked.gin \
+      --actors 0 2 --epochs 60 --target 400
 """
 
 import argparse
@@ -45,15 +51,24 @@ def run(config: str, bindings: list[str], n_actors: int, args) -> dict:
       functools.partial(configurables.build_agent, text)
     )
     agent.set_collector(collector)
-  lags = []
+  lags, reached, eval_s = [], None, 0.0
   agent.run(1)  # Warm-up: compiles, actor start-up.
   steps0, updates0 = agent.task.n_interactions(), agent.n_updates()
   start = time.perf_counter()
-  agent.run(
-    args.epochs,
-    callbacks=[lambda a, r: lags.append(r.get('ray/policy_lag', 0.0))],
-  )
-  wall = time.perf_counter() - start
+  for _ in range(args.epochs):
+    agent.run(1, callbacks=[lambda a, r: lags.append(r.get('ray/policy_lag'))])
+    if args.target is not None:
+      t0 = time.perf_counter()
+      value = agent.task.collect_trajectories(
+        agent.make_policy(0.0, evaluation=True),
+        n_trajectories=args.eval_episodes,
+        only_eval=True,
+      )
+      eval_s += time.perf_counter() - t0
+      if value >= args.target:
+        reached = time.perf_counter() - start - eval_s
+        break
+  wall = time.perf_counter() - start - eval_s
   steps = agent.task.n_interactions() - steps0
   updates = agent.n_updates() - updates0
   agent.close()
@@ -68,6 +83,8 @@ def run(config: str, bindings: list[str], n_actors: int, args) -> dict:
     'env_steps_per_s': round(steps / wall, 1),
     'updates_per_s': round(updates / wall, 1),
     'mean_policy_lag': round(float(np.mean(lags)), 1) if n_actors else None,
+    'target': args.target,
+    'wall_s_to_target': None if reached is None else round(reached, 1),
     'cpus': os.cpu_count(),
   }
 
@@ -83,6 +100,13 @@ def main() -> None:
   p.add_argument('--chunk_length', type=int, default=64)
   p.add_argument('--publish_every', type=int, default=100)
   p.add_argument('--ray_address', default=None)
+  p.add_argument(
+    '--target',
+    type=float,
+    default=None,
+    help='stop once a greedy eval after an epoch reaches this mean return',
+  )
+  p.add_argument('--eval_episodes', type=int, default=16)
   args = p.parse_args()
   if any(args.actors):
     ray_collector.init_ray(args.ray_address)

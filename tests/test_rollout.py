@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from trax_rl import adders, cli, configurables
+from trax_rl import adders, cli, configurables, policies
 from trax_rl.distributed import local_collector, ray_collector, rollout
 
 PG = """
@@ -49,6 +49,7 @@ def _worker(config, slot=0, epsilon=None, incarnation=0):
   return rollout.RolloutWorker(
     functools.partial(configurables.build_agent, config),
     slot,
+    slot + 1,
     epsilon,
     incarnation,
   )
@@ -107,7 +108,7 @@ def test_chunks_continue_episodes_and_offset_streams():
 def test_apex_epsilons():
   assert rollout.apex_epsilon(0, 1, 0.4, 7.0) == pytest.approx(0.4)
   eps = [rollout.apex_epsilon(i, 3, 0.4, 7.0) for i in range(3)]
-  np.testing.assert_allclose(eps, [0.4, 0.4**4.5, 0.4**8])
+  np.testing.assert_allclose(eps, [0.4, 0.4**4.5, 0.4**8], rtol=1e-5)
 
 
 def test_local_collector_is_todays_collection():
@@ -200,3 +201,61 @@ def test_configurables_do_not_import_ray():
     [sys.executable, '-c', code], capture_output=True, text=True, check=True
   )
   assert out.stdout.strip() == 'False'
+
+
+R2D2 = """
+RLTask.env = @masked_cartpole
+RLTask.initial_trajectories = 0
+RLTask.n_envs = 2
+RLTask.max_steps = 30
+MLP.layer_widths = (8,)
+RecurrentQuality.torso = @MLP
+RecurrentQuality.lstm_size = 8
+RecurrentQuality.head_widths = (8,)
+R2D2Loss.burn_in_length = 2
+R2D2Loss.bootstrap_n = 2
+R2D2.model_fn = @RecurrentQuality
+R2D2.loss_fn = @R2D2Loss()
+R2D2.trace_length = 4
+R2D2.sequence_period = 3
+R2D2.batch_size = 4
+R2D2.min_replay_size = 8
+R2D2.max_replay_size = 1000
+R2D2.samples_per_insert = 2.0
+R2D2.epsilon_min = 0.01
+R2D2.epsilon_max = 0.5
+R2D2.n_interactions_per_epoch = 64
+train_rl.agent_class = @R2D2
+"""
+
+
+def test_r2d2_learns_from_chunks_of_two_actors():
+  # What a streaming RayCollector does, in one process: chunks of two
+  # workers go into the learner's task and are absorbed as they come.
+  configurables.parse([], _lines(R2D2))
+  learner = configurables.train_rl(build_only=True)
+  params = learner.rollout_params()
+  workers = [
+    rollout.RolloutWorker(
+      functools.partial(configurables.build_agent, R2D2), slot, 2, 0.4
+    )
+    for slot in (0, 1)
+  ]
+  envs = set()
+  for _ in range(2):
+    for worker in workers:
+      work = worker.play_chunk(0, [params], 16)
+      envs |= {int(t.agent_infos[0]['env']) for t in work.trajectories}
+      learner.task.add_trajectories(work.trajectories, 16, 0)
+      assert learner.can_take(16)
+      learner.absorb()
+  metrics = learner.train_epoch()
+  assert envs == {0, 1, 2, 3}  # Two actors x two envs, never shared.
+  assert metrics['r2d2/n_segments'] > 0 and learner.n_updates() > 0
+  assert learner.replay.num_inserts == metrics['r2d2/n_segments']
+  # Actor 1 of 2 takes the last two of four rates spread over all envs.
+  learner.act_as_rollout_actor(1, 2, 0.4)
+  np.testing.assert_allclose(
+    learner.epsilons(2, 1.0, evaluation=False),
+    policies.apex_epsilons(4, 0.01, 0.5)[2:],
+  )

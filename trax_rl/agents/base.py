@@ -227,6 +227,19 @@ class Agent:
     """Learner updates so far: the parameter version of stream mode."""
     return 0
 
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    """Stream mode, on actor `slot` of `n_slots`: explore as that actor.
+
+    `epsilon` is the collector's Ape-X rate for the slot; agents that spread
+    their own rates over envs (R2D2) spread them over all actors' envs.
+    """
+    del slot, n_slots, epsilon
+    raise NotImplementedError(
+      f'{type(self).__name__} does not learn from a stream'
+    )
+
   def can_take(self, n_steps: int) -> bool:
     """Stream mode credits: whether `n_steps` more steps may be in flight."""
     del n_steps

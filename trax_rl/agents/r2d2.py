@@ -164,6 +164,11 @@ class R2D2(base.Agent):
     self._select = jax.jit(self._select_action)
     self._unroll = jax.jit(self._network.unroll)
     self._core_states = {False: None, True: None}
+    self._actor_slot = (0, 1)  # (slot, n_slots) on a rollout actor.
+    # Stream mode absorbs an epoch's trajectories as they arrive.
+    self._n_absorbed = 0
+    self._epoch_sums: dict[str, Any] = {}
+    self._epoch_counts = [0, 0]  # updates, segments
 
   @property
   def network(self) -> networks_base.RecurrentNetwork:
@@ -195,7 +200,10 @@ class R2D2(base.Agent):
 
   def epsilons(self, n_envs: int, temperature: float, evaluation: bool):
     """Per-env exploration rates `[n_envs]` at `temperature`."""
-    spread = policies.apex_epsilons(n_envs, *self._epsilon_range)
+    slot, n_slots = self._actor_slot
+    # On rollout actors the rates spread over the envs of all actors.
+    spread = policies.apex_epsilons(n_envs * n_slots, *self._epsilon_range)
+    spread = spread[slot * n_envs : (slot + 1) * n_envs]
     floor = self._evaluation_epsilon if evaluation else 0.0
     return np.maximum(np.float32(temperature) * spread, floor).astype(
       np.float32
@@ -281,15 +289,67 @@ class R2D2(base.Agent):
     for k, v in extra.metrics.items():
       sums[k] = sums[k] + v if k in sums else v
 
+  # Rollout actors (`trax_rl.distributed`): stream mode.
+  streams_experience = True
+
+  def rollout_params(self) -> Any:
+    return self._trainer.params
+
+  def load_rollout_params(self, params: Any) -> None:
+    self._trainer.state = self._trainer.state._replace(params=params)
+
+  def n_updates(self) -> int:
+    return self._trainer.step
+
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    del epsilon  # R2D2 spreads its own epsilon range over all actors' envs.
+    self._actor_slot = (slot, n_slots)
+
+  def can_take(self, n_steps: int) -> bool:
+    """Whether the table admits a segment now.
+
+    `absorb` inserts segments one at a time between updates, so a chunk of
+    any length goes in once one segment can.
+    """
+    del n_steps
+    return self._table.can_insert(1)
+
+  def absorb(self) -> None:
+    """Inserts segments of this epoch's new trajectories, learning as allowed."""
+    trajectories = self._task.trajectories.get(self._epoch, [])
+    new = trajectories[self._n_absorbed :]
+    self._n_absorbed = len(trajectories)
+    segments = self._adder.add_trajectories(new)
+    n_updates = self._insert_and_learn(segments, self._epoch_sums)
+    self._epoch_counts[0] += n_updates
+    self._epoch_counts[1] += len(segments)
+
   def train_epoch(self) -> dict[str, float]:
     """Cuts this epoch's slices into segments; inserts them and learns.
 
     Inserts and updates alternate as the table's rate limiter allows, so
     each segment is sampled about `samples_per_insert` times.
     """
-    trajectories = self._task.trajectories.get(self._epoch, [])
-    segments = self._adder.add_trajectories(trajectories)
-    sums: dict[str, Any] = {}
+    self.absorb()
+    sums, (n_updates, n_segments) = self._epoch_sums, self._epoch_counts
+    self._n_absorbed, self._epoch_sums, self._epoch_counts = 0, {}, [0, 0]
+    metrics = {
+      f'r2d2/{k}': float(v) / max(n_updates, 1) for k, v in sums.items()
+    }
+    metrics.update(
+      {
+        'r2d2/n_updates': n_updates,
+        'r2d2/n_segments': n_segments,
+        'r2d2/replay_size': self._table.size,
+        'r2d2/step': self._trainer.step,
+      }
+    )
+    return metrics
+
+  def _insert_and_learn(self, segments, sums: dict[str, Any]) -> int:
+    """Inserts segments and learns as the rate limiter allows; # updates."""
     n_updates, i = 0, 0
     while True:
       while i < len(segments) and self._table.can_insert(1):
@@ -304,18 +364,7 @@ class R2D2(base.Agent):
         break
       if not learned and not self._table.can_insert(1):
         raise RuntimeError('R2D2 replay rate limiter blocks both ways')
-    metrics = {
-      f'r2d2/{k}': float(v) / max(n_updates, 1) for k, v in sums.items()
-    }
-    metrics.update(
-      {
-        'r2d2/n_updates': n_updates,
-        'r2d2/n_segments': len(segments),
-        'r2d2/replay_size': self._table.size,
-        'r2d2/step': self._trainer.step,
-      }
-    )
-    return metrics
+    return n_updates
 
   # Checkpoints.
   def state_dict(self) -> dict[str, Any]:

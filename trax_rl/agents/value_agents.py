@@ -169,6 +169,12 @@ class ValueAgent(base.Agent):
     self._exploration = as_schedule(rate, 'exploration_rate')
     self._select = jax.jit(self._select_action)  # Traced with the new one.
 
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    del slot, n_slots
+    self.set_exploration_rate(epsilon)
+
   def rollout_params(self) -> Any:
     return self._trainer.params
 

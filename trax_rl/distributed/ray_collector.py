@@ -225,7 +225,7 @@ class RayCollector:
       else None
     )
     return self._remote.remote(
-      self._factory, slot, epsilon, self._incarnations[slot]
+      self._factory, slot, self._n_actors, epsilon, self._incarnations[slot]
     )
 
   def _replace(self, slot: int) -> None:

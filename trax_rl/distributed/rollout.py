@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import adders, collection
+from trax_rl import adders, collection, policies, sequence_adder
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import base
 
@@ -35,12 +35,14 @@ class Work:
 def apex_epsilon(slot: int, n_slots: int, base_epsilon: float, alpha: float):
   """Ape-X's epsilon of actor `slot` of `n_slots` (Horgan et al., 2018).
 
-  epsilon_i = base_epsilon ** (1 + alpha * i / (n_slots - 1)); one actor
-  gets base_epsilon.
+  base_epsilon ** (1 + alpha * slot / (n_slots - 1)): log-uniform from
+  base_epsilon down to base_epsilon ** (1 + alpha); one actor gets
+  base_epsilon.
   """
-  if n_slots == 1:
-    return float(base_epsilon)
-  return float(base_epsilon ** (1.0 + alpha * slot / (n_slots - 1)))
+  rates = policies.apex_epsilons(
+    n_slots, base_epsilon ** (1.0 + alpha), base_epsilon
+  )
+  return float(rates[slot])
 
 
 def unit_key(seed: int, epoch: int, unit: int) -> jax.Array:
@@ -56,6 +58,7 @@ class RolloutWorker:
     self,
     agent_factory: AgentFactory,
     slot: int,
+    n_slots: int = 1,
     epsilon: float | None = None,
     incarnation: int = 0,
   ):
@@ -64,13 +67,14 @@ class RolloutWorker:
     Args:
       agent_factory: builds the same agent as the learner's (no output_dir).
       slot: this actor's index; stream ids and stream seeds derive from it.
-      epsilon: stream mode: a fixed exploration rate (Ape-X); None keeps the
-        agent's own.
+      n_slots: the number of actors.
+      epsilon: stream mode: this actor's Ape-X exploration rate (see
+        `Agent.act_as_rollout_actor`); None (epoch mode) keeps the agent's.
       incarnation: how many actors held this slot before (reseeds streams).
     """
     self._agent = agent_factory()
     if epsilon is not None:
-      self._agent.set_exploration_rate(epsilon)
+      self._agent.act_as_rollout_actor(slot, n_slots, epsilon)
     self._slot = slot
     self._task = self._agent.task
     self._collector = collection.Collector(self._task.env)
@@ -158,8 +162,9 @@ class RolloutWorker:
     offset = self._slot * self._task.n_envs
     for traj in result.trajectories:
       for info in traj.agent_infos:
-        if adders.STREAM in info:
-          info[adders.STREAM] = info[adders.STREAM] + offset
+        for key in (adders.STREAM, sequence_adder.ENV_KEY):
+          if key in info:
+            info[key] = info[key] + offset
     return Work(
       result.trajectories,
       result.episode_returns,
