@@ -239,6 +239,9 @@ _NOT_CONFIG = frozenset(
     'collector',  # Where experience comes from; resuming may change it.
   }
 )
+# Where experience comes from (actors, cluster address) is a run-time
+# choice too: a run may resume on another cluster or with more actors.
+_COLLECTORS = frozenset({'LocalCollector', 'RayCollector'})
 _LOG = logging.getLogger(__name__)
 Binding = tuple[str, str, str]  # (scope, selector, parameter)
 
@@ -308,6 +311,7 @@ def changed_bindings(config_text: str) -> list[str]:
     for b in set(old) | set(new)
     if b[:2] in called
     and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
+    and b[1].split('.')[-1] not in _COLLECTORS
     and old.get(b) != new.get(b)
   )
 

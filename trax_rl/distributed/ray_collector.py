@@ -26,7 +26,6 @@ Ray (`max_task_retries=0`): a retried call would act with stale parameters.
 
 import collections
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -317,8 +316,6 @@ class RayCollector:
           )
           in_flight[ref] = (slot, unit)
       for ref in self._wait(list(in_flight)):
-        if ref not in in_flight:  # Dropped with its dead actor below.
-          continue
         slot, unit = in_flight.pop(ref)
         work = self._fetch(ref)
         if work is None:
@@ -339,39 +336,54 @@ class RayCollector:
     )
     return works
 
+  def _request_chunks(
+    self, agent: base.Agent, in_flight: dict[Any, int], issued: int
+  ) -> int:
+    """Asks actors for chunks while credits last; returns steps issued."""
+    per_chunk = self._chunk_length * agent.task.n_envs
+    for slot, actor in enumerate(self._actors):
+      busy = sum(s == slot for s in in_flight.values())
+      while (
+        busy < self._max_in_flight
+        and issued < agent.n_interactions_per_epoch
+        and agent.can_take((len(in_flight) + 1) * per_chunk)
+      ):
+        ref = actor.play_chunk.remote(
+          self._version, self._params_box, per_chunk
+        )
+        in_flight[ref], busy, issued = slot, busy + 1, issued + per_chunk
+    if not in_flight and issued < agent.n_interactions_per_epoch:
+      raise ValueError(
+        f'{type(agent).__name__} cannot take a chunk of {per_chunk} '
+        'steps (its replay rate limiter admits fewer at once): lower '
+        'RayCollector.chunk_length or raise n_interactions_per_epoch'
+      )
+    return issued
+
+  def _absorb(self, agent: base.Agent, work: rollout.Work) -> int:
+    """Stores and learns from one chunk; returns its policy lag."""
+    lag = agent.n_updates() - work.version
+    agent.task.add_trajectories(
+      work.trajectories, work.n_interactions, agent.current_epoch
+    )
+    agent.absorb()
+    if agent.n_updates() - self._version >= self._publish_every:
+      self._publish(agent, agent.n_updates())
+    return lag
+
   def _collect_stream(self, agent: base.Agent) -> list[rollout.Work]:
-    epoch = agent.current_epoch
     if self._version < 0 or (
       agent.n_updates() - self._version >= self._publish_every
     ):
       self._publish(agent, agent.n_updates())
-    target = agent.n_interactions_per_epoch
     per_chunk = self._chunk_length * agent.task.n_envs
     issued, works, lags, lost = 0, [], [], 0
     in_flight: dict[Any, int] = {}  # ref -> slot
     while True:
-      for slot, actor in enumerate(self._actors):
-        busy = sum(s == slot for s in in_flight.values())
-        while (
-          busy < self._max_in_flight
-          and issued < target
-          and agent.can_take(len(in_flight) * per_chunk + per_chunk)
-        ):
-          ref = actor.play_chunk.remote(
-            self._version, self._params_box, per_chunk
-          )
-          in_flight[ref], busy, issued = slot, busy + 1, issued + per_chunk
+      issued = self._request_chunks(agent, in_flight, issued)
       if not in_flight:
-        if issued < target:
-          raise ValueError(
-            f'{type(agent).__name__} cannot take a chunk of {per_chunk} '
-            'steps (its replay rate limiter admits fewer at once): lower '
-            'RayCollector.chunk_length or raise n_interactions_per_epoch'
-          )
         break
       for ref in self._wait(list(in_flight)):
-        if ref not in in_flight:
-          continue
         slot = in_flight.pop(ref)
         work = self._fetch(ref)
         if work is None:  # Its in-flight chunks are lost; play them again.
@@ -382,16 +394,10 @@ class RayCollector:
           issued -= (1 + len(dead)) * per_chunk
           self._replace(slot)
           continue
-        lags.append(agent.n_updates() - work.version)
-        agent.task.add_trajectories(
-          work.trajectories, work.n_interactions, epoch
-        )
-        agent.absorb()
+        lags.append(self._absorb(agent, work))
         works.append(work)
         if self.on_work_done is not None:
           self.on_work_done(len(works) - 1)
-        if agent.n_updates() - self._version >= self._publish_every:
-          self._publish(agent, agent.n_updates())
     self._metrics.update(
       {
         'ray/chunks': float(len(works)),
@@ -401,18 +407,3 @@ class RayCollector:
       }
     )
     return works
-
-
-def wait_for(
-  condition: Callable[[], bool], timeout_s: float, what: str
-) -> None:
-  """Polls `condition` until it holds (for tests and benchmarks).
-
-  Raises:
-    TimeoutError: it did not hold within timeout_s.
-  """
-  deadline = time.monotonic() + timeout_s
-  while not condition():
-    if time.monotonic() > deadline:
-      raise TimeoutError(f'{what} did not happen within {timeout_s} s')
-    time.sleep(0.05)
