@@ -21,7 +21,10 @@ from trax_rl.supervised import sharding
 
 
 def initialize(
-  coordinator_address: str, num_processes: int, process_id: int
+  coordinator_address: str,
+  num_processes: int,
+  process_id: int,
+  bind_address: str | None = None,
 ) -> None:
   """Joins the job: one call per process, before any other JAX use.
 
@@ -29,6 +32,9 @@ def initialize(
     coordinator_address: 'host:port' of process 0 (e.g. '127.0.0.1:12345').
     num_processes: processes in the job (one per host).
     process_id: this process's index, in [0, num_processes).
+    bind_address: where process 0's coordinator listens; None: the
+      coordinator address itself when it is on loopback (JAX would listen
+      on every interface), else JAX's default.
 
   Raises:
     ValueError: on a bad count or index.
@@ -38,10 +44,15 @@ def initialize(
     raise ValueError(
       f'process_id must be in [0, {num_processes}), got {process_id}'
     )
+  if bind_address is None and coordinator_address.startswith(
+    ('127.', 'localhost:')
+  ):
+    bind_address = coordinator_address
   jax.distributed.initialize(
     coordinator_address=coordinator_address,
     num_processes=num_processes,
     process_id=process_id,
+    coordinator_bind_address=bind_address,
   )
 
 
