@@ -66,10 +66,15 @@ setuptools.setup(
             'nbclient>=0.10',
             'nbformat>=5.10',
             'ipykernel>=6.29',
+            # The Ray rollout tests are part of the default suite.
+            'ray>=2.60',
+            'psutil>=5.9',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
+        # Rollout actors (RayCollector): Ray core, no dashboard.
+        'ray': ['ray>=2.60'],
     },
     cmdclass={'build_py': BuildPyWithConfigs},
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},

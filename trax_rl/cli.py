@@ -91,6 +91,18 @@ def _parser() -> argparse.ArgumentParser:
     '--no_progress', action='store_true', help='no progress bar'
   )
   _add_safety_args(train)
+  train.add_argument(
+    '--n_actors',
+    type=int,
+    default=None,
+    help='collect on this many Ray rollout actors (train_rl.collector = '
+    '@RayCollector, RayCollector.n_actors)',
+  )
+  train.add_argument(
+    '--ray_address',
+    default=None,
+    help="join this Ray cluster ('host:port' of its head) for the actors",
+  )
   ev = sub.add_parser('eval', help='evaluate a trained run')
   ev.add_argument('--output_dir', required=True)
   ev.add_argument('--episodes', type=int, default=10, help='episodes, >= 1')
@@ -134,6 +146,20 @@ def _show_warnings() -> None:
     logger.propagate = False  # Else absl's root handler prints them again.
 
 
+def _ray_bindings(args) -> list[str]:
+  """Gin bindings of the --n_actors and --ray_address shorthands."""
+  if args.n_actors is None and args.ray_address is None:
+    return []
+  bindings = ['train_rl.collector = @RayCollector']
+  if args.n_actors is not None:
+    if args.n_actors < 1:
+      raise ValueError(f'--n_actors must be >= 1, got {args.n_actors}')
+    bindings.append(f'RayCollector.n_actors = {args.n_actors}')
+  if args.ray_address is not None:
+    bindings.append(f'RayCollector.address = {args.ray_address!r}')
+  return bindings
+
+
 def _train(args) -> None:
   from trax_rl import (
     configurables,  # Heavy imports only after parsing.
@@ -142,7 +168,8 @@ def _train(args) -> None:
 
   _show_warnings()
   validation.check_output_dir(args.output_dir)
-  configurables.parse(*_config_args(args))
+  files, bindings = _config_args(args)
+  configurables.parse(files, bindings + _ray_bindings(args))
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None
 

@@ -5,6 +5,7 @@ name is registered here, under its short name (`PolicyGradient`, `MLP`) and
 under `trax_rl.<name>`.
 """
 
+import functools
 import inspect
 import logging
 import re
@@ -37,6 +38,7 @@ from trax_rl.agents import (
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
 from trax_rl.device import seeds
+from trax_rl.distributed import local_collector, ray_collector
 from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -135,6 +137,10 @@ _register(
   actor_critic.A2CJoint,
   actor_critic.AWRJoint,
 )
+
+# Where experience comes from. Ray itself is imported only when a
+# RayCollector starts.
+_register(local_collector.LocalCollector, ray_collector.RayCollector)
 
 
 def write_operative_config(output_dir: str) -> None:
@@ -280,6 +286,7 @@ def train_rl(
   strict: bool = False,
   allow_config_change: bool = False,
   n_seeds: int = 1,
+  collector: Callable[[], Any] | None = None,
 ) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -307,6 +314,9 @@ def train_rl(
     n_seeds: train this many seeds (the agent's seed, seed + 1, ...) in one
       vmapped device program (`device.seeds`); needs a JAX env. It writes
       one record per seed and epoch (field `seed`) and keeps no checkpoint.
+    collector: where experience comes from: `@LocalCollector` (None, the
+      default: the task's own envs) or `@RayCollector` (rollout actors; its
+      knobs bound in gin). Actors build their agent from this gin config.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -332,6 +342,12 @@ def train_rl(
   if build_only:
     agent.restore()
     return agent
+  if collector is not None:
+    agent_collector = collector()
+    agent_collector.set_agent_factory(
+      functools.partial(build_agent, gin.config_str())
+    )
+    agent.set_collector(agent_collector)
   try:
     changed = check_config_change(output_dir, allow_config_change)
     agent.restore()
@@ -356,8 +372,12 @@ _NOT_CONFIG = frozenset(
     'on_nonfinite',
     'strict',
     'allow_config_change',
+    'collector',  # Where experience comes from; resuming may change it.
   }
 )
+# Where experience comes from (actors, cluster address) is a run-time
+# choice too: a run may resume on another cluster or with more actors.
+_COLLECTORS = frozenset({'LocalCollector', 'RayCollector'})
 _LOG = logging.getLogger(__name__)
 Binding = tuple[str, str, str]  # (scope, selector, parameter)
 
@@ -428,6 +448,7 @@ def changed_bindings(config_text: str) -> list[str]:
     for b in set(old) | set(new)
     if b[:2] in called
     and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
+    and b[1].split('.')[-1] not in _COLLECTORS
     and old.get(b) != new.get(b)
   )
 
@@ -524,6 +545,13 @@ def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
   finally:
     group.close()
   return group
+
+
+def build_agent(config: str) -> base.Agent:
+  """The agent a gin config describes, without output_dir (actors' copy)."""
+  gin.clear_config()
+  gin.parse_config(config)
+  return train_rl(output_dir=None, build_only=True)
 
 
 def query(binding: str, default: Any = None) -> Any:

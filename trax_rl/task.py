@@ -1,6 +1,6 @@
 """RLTask: env(s), the per-epoch trajectory store, collection and batching."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -227,17 +227,40 @@ class RLTask:
     )
     if only_eval:
       return result
-    self._trajectories.setdefault(epoch_id, []).extend(result.trajectories)
+    self.add_trajectories(
+      result.trajectories,
+      result.n_interactions,
+      epoch_id,
+      result.episode_returns,
+    )
+    return result
+
+  def add_trajectories(
+    self,
+    trajectories: list[trajectory_lib.Trajectory],
+    n_interactions: int,
+    epoch_id: int,
+    episode_returns: Sequence[float],
+  ) -> None:
+    """Stores trajectories, from the task's envs or collected elsewhere.
+
+    Args:
+      trajectories: in the order they should be stored and sampled.
+      n_interactions: the env steps they took.
+      epoch_id: the epoch to store them under.
+      episode_returns: the returns of the episodes that ended among them
+        (whole episodes, which a slice of one may not show).
+    """
+    self._trajectories.setdefault(epoch_id, []).extend(trajectories)
     self._saved_epochs.discard(epoch_id)
     self._version += 1
     for epoch in [
       e for e in self._trajectories if e <= epoch_id - self._n_replay_epochs
     ]:
       del self._trajectories[epoch]
-    self._n_trajectories += sum(t.done for t in result.trajectories)
-    self._n_interactions += result.n_interactions
-    self._episode_stats.add(result.episode_returns)
-    return result
+    self._n_trajectories += sum(t.done for t in trajectories)
+    self._n_interactions += n_interactions
+    self._episode_stats.add(episode_returns)
 
   def collect_trajectories(
     self,

@@ -166,6 +166,7 @@ class Agent(metaclass=_RestoresOnConstruction):
     self._loaded_checkpoint = False
     self._writer = None
     self._device = None  # The device path's runner, built on first use.
+    self._collector = None  # None: collect in this process, as always.
 
   # Read-only views, as Trax's.
   @property
@@ -193,12 +194,24 @@ class Agent(metaclass=_RestoresOnConstruction):
     return self._seed
 
   @property
+  def only_eval(self) -> bool:
+    return self._only_eval
+
+  @property
   def n_trajectories_per_epoch(self) -> int | None:
     return self._n_trajectories_per_epoch
 
   @property
   def n_interactions_per_epoch(self) -> int | None:
     return self._n_interactions_per_epoch
+
+  def set_collector(self, collector: Any) -> None:
+    """Hands collection to `collector` (e.g. a `RayCollector`).
+
+    It must have `collect(agent) -> average return`, `metrics() -> dict`
+    and `close()`; None collects in this process again.
+    """
+    self._collector = collector
 
   def next_key(self) -> jax.Array:
     """A fresh raw PRNG key from the agent's checkpointed key."""
@@ -260,6 +273,62 @@ class Agent(metaclass=_RestoresOnConstruction):
   def compile_update(self) -> None:
     """Compiles one training update on a sample batch, without training."""
     raise NotImplementedError
+
+  # Hooks for rollout actors (`trax_rl.distributed`).
+  streams_experience = False  # True: learns from chunks as they arrive.
+
+  def rollout_params(self) -> Any:
+    """The parameters the training policy acts with, to ship to actors."""
+    raise NotImplementedError(
+      f'{type(self).__name__} cannot act on rollout actors'
+    )
+
+  def load_rollout_params(self, params: Any) -> None:
+    """Acts with `params` (from `rollout_params`) from now on."""
+    del params
+    raise NotImplementedError(
+      f'{type(self).__name__} cannot act on rollout actors'
+    )
+
+  def reseed_acting(self, key: jax.Array) -> None:
+    """Restarts the acting key streams from `key` (one per work unit)."""
+    self._act_keys = (
+      jax.random.fold_in(key, 1),
+      jax.random.fold_in(key, 2),
+    )
+    self._act_counts = [0, 0]
+
+  def n_updates(self) -> int:
+    """Learner updates so far: the parameter version of stream mode."""
+    return 0
+
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    """Stream mode, on actor `slot` of `n_slots`: explore as that actor.
+
+    `epsilon` is the collector's Ape-X rate for the slot; agents that spread
+    their own rates over envs (R2D2) spread them over all actors' envs.
+    """
+    del slot, n_slots, epsilon
+    raise NotImplementedError(
+      f'{type(self).__name__} does not learn from a stream'
+    )
+
+  def can_take(self, n_steps: int) -> bool:
+    """Stream mode credits: whether `n_steps` more steps may be in flight."""
+    del n_steps
+    return True
+
+  def absorb(self) -> None:
+    """Stream mode: learns from this epoch's trajectories not yet used.
+
+    Called by a streaming collector after each chunk it stores; agents with
+    `streams_experience` implement it (`train_epoch` absorbs the rest).
+    """
+    raise NotImplementedError(
+      f'{type(self).__name__} does not learn from a stream'
+    )
 
   def random_episode(self) -> list[trajectory_lib.Trajectory]:
     """One episode of uniformly random actions on the eval env, not stored.
@@ -337,6 +406,12 @@ class Agent(metaclass=_RestoresOnConstruction):
 
   # Lifecycle.
   def _collect(self) -> float:
+    if self._collector is None or self._only_eval:
+      return self.collect_locally()
+    return self._collector.collect(self)
+
+  def collect_locally(self) -> float:
+    """This epoch's experience from the task's own envs; average return."""
     return self._task.collect_trajectories(
       self.make_policy(1.0, evaluation=False),
       n_trajectories=self._n_trajectories_per_epoch,
@@ -581,6 +656,8 @@ class Agent(metaclass=_RestoresOnConstruction):
     return True
 
   def close(self) -> None:
+    if self._collector is not None:
+      self._collector.close()
     if self._writer is not None:
       self._writer.close()
       self._writer = None

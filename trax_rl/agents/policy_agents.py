@@ -265,6 +265,16 @@ class LoopPolicyAgent(PolicyAgent):
 
     return collecting_policy
 
+  def rollout_params(self) -> Any:
+    return self._loop.trainer.params
+
+  def load_rollout_params(self, params: Any) -> None:
+    trainer = self._loop.trainer
+    trainer.state = trainer.state._replace(params=params)
+
+  def n_updates(self) -> int:
+    return self._loop.trainer.step
+
   def compile_update(self) -> None:
     self._loop.trainer.compile(
       self.example_slice_batch(self._batch_size, self._max_slice_length, 0)

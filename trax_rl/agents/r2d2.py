@@ -115,6 +115,7 @@ class R2D2(replay_value.ReplayValueAgent):
     self._epsilon_range = (float(epsilon_min), float(epsilon_max))
     self._evaluation_epsilon = float(evaluation_epsilon)
     self._core_states = {False: None, True: None}
+    self._actor_slot = (0, 1)  # (slot, n_slots) on a rollout actor.
     super().__init__(
       task,
       model_fn=model_fn,
@@ -192,7 +193,10 @@ class R2D2(replay_value.ReplayValueAgent):
     alpha = 0.0
     if low < high:  # Then 0 < high < 1: log(high) < 0.
       alpha = np.log(max(low, 1e-8)) / np.log(high) - 1.0
-    spread = policies.apex_epsilons(n_envs, high, alpha)
+    slot, n_slots = self._actor_slot
+    # On rollout actors the rates spread over the envs of all actors.
+    spread = policies.apex_epsilons(n_envs * n_slots, high, alpha)
+    spread = spread[slot * n_envs : (slot + 1) * n_envs]
     floor = self._evaluation_epsilon if evaluation else 0.0
     return np.maximum(np.float32(temperature) * spread, floor).astype(
       np.float32
@@ -249,6 +253,22 @@ class R2D2(replay_value.ReplayValueAgent):
     epsilon = self.epsilons(1, temperature, evaluation=True)
     action = policies.epsilon_greedy(q_values, key, epsilon)
     return np.asarray(action)[0], {'q_values': np.asarray(q_values)[0]}
+
+  # Rollout actors (`trax_rl.distributed`).
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    del epsilon  # R2D2 spreads its own epsilon range over all actors' envs.
+    self._actor_slot = (slot, n_slots)
+
+  def can_take(self, n_steps: int) -> bool:
+    """Whether the table admits a segment now.
+
+    Segments go in one at a time between updates, so a chunk of any length
+    goes in once one segment can.
+    """
+    del n_steps
+    return self._table.can_insert(1)
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     super().load_state_dict(state)

@@ -156,6 +156,10 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._loss_fn = loss_fn
     self._env_steps = 0
     self._adder = self._make_adder()
+    # Stream mode absorbs an epoch's trajectories as they arrive.
+    self._n_absorbed = 0
+    self._epoch_metrics: list[Any] = []
+    self._epoch_items: list[Any] = []
     self._build_trainer(
       loss_fn, num_steps=num_sgd_steps_per_step, n_devices=n_devices
     )
@@ -392,13 +396,29 @@ class ReplayValueAgent(value_agents.ValueAgent):
       batches.append(types.Batch(data, probability))
     return loop_lib.mean_metrics(self._trainer, batches)
 
+  streams_experience = True
+
+  def can_take(self, n_steps: int) -> bool:
+    """Whether the Table's rate limiter lets `n_steps` more items in."""
+    return self._table.can_insert(max(n_steps, 1))
+
+  def absorb(self) -> None:
+    """Adds this epoch's trajectories not added yet, learning as allowed."""
+    trajectories = self._task.trajectories.get(self._epoch, [])
+    new = trajectories[self._n_absorbed :]
+    self._n_absorbed = len(trajectories)
+    per_call, items = self._add_to_replay(new)
+    self._epoch_metrics.extend(per_call)
+    if items is not None:
+      self._epoch_items.append(items)
+
   def train_epoch(self) -> dict[str, float]:
     """Adds this epoch's trajectories to replay and learns on it."""
-    per_call, items = self._add_to_replay(
-      self._task.trajectories.get(self._epoch, [])
-    )
+    self.absorb()
+    per_call = jax.device_get(self._epoch_metrics)
+    items = _concatenate(self._epoch_items)
+    self._n_absorbed, self._epoch_metrics, self._epoch_items = 0, [], []
     n_items = 0 if items is None else len(items.reward)
-    per_call = jax.device_get(per_call)
     metrics = {
       k: float(np.mean([m[k] for m in per_call]))
       for k in (per_call[0] if per_call else {})
@@ -440,3 +460,10 @@ def _as_stored(items: Any) -> Any:
   if np.issubdtype(items.action.dtype, np.integer):
     return items._replace(action=items.action.astype(np.int32))
   return items
+
+
+def _concatenate(chunks: list[Any]) -> Any:
+  """The items of an epoch's chunks as one `[N, ...]` pytree, or None."""
+  if len(chunks) <= 1:
+    return chunks[0] if chunks else None
+  return jax.tree.map(lambda *xs: np.concatenate(xs), *chunks)

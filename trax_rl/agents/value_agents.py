@@ -183,6 +183,26 @@ class ValueAgent(base.Agent):
     """The current epsilon at temperature > 0."""
     return float(self._exploration(self.exploration_step()))
 
+  def set_exploration_rate(self, rate: ExplorationRate) -> None:
+    """Replaces the epsilon schedule (Ape-X actors act with fixed ones)."""
+    self._exploration = as_schedule(rate, 'exploration_rate')
+    self._select = jax.jit(self._select_action)  # Traced with the new one.
+
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    del slot, n_slots
+    self.set_exploration_rate(epsilon)
+
+  def rollout_params(self) -> Any:
+    return self._trainer.params
+
+  def load_rollout_params(self, params: Any) -> None:
+    self._trainer.state = self._trainer.state._replace(params=params)
+
+  def n_updates(self) -> int:
+    return self._trainer.step
+
   def _select_action(self, params, key, count, step, explore, obs):
     q_values = self._network.apply(params, obs).q_values
     epsilon = jnp.where(explore, self._exploration(step), 0.0)

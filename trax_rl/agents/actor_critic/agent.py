@@ -204,6 +204,7 @@ class ActorCritic(policy_agents.PolicyAgent):
       )
     )
     self._packed: dict[int, tuple[int, data_lib.EpochData]] = {}
+    self._rollout_params = None  # Set on a rollout actor only.
     self._objective = objective
     if entropy_coeff is None:
       entropy_coeff = self.default_entropy_coeff
@@ -287,7 +288,24 @@ class ActorCritic(policy_agents.PolicyAgent):
     )
 
   def policy_params(self) -> Any:
-    return {'net': self.acting_params(), 'stats': self._stats}
+    net = self._rollout_params
+    return {
+      'net': self.acting_params() if net is None else net,
+      'stats': self._stats,
+    }
+
+  # Rollout actors (`trax_rl.distributed`).
+  def rollout_params(self) -> Any:
+    # Actors would update statistics the learner never sees.
+    if self._normalize:
+      raise ValueError(
+        'normalize_observations=True cannot run on rollout actors yet: '
+        'collect locally'
+      )
+    return self.acting_params()
+
+  def load_rollout_params(self, params: Any) -> None:
+    self._rollout_params = params
 
   def make_policy(
     self, temperature: float, evaluation: bool

@@ -1,0 +1,231 @@
+"""Tests of RayCollector on a local Ray instance with 2 CPUs (loopback only).
+
+One Ray instance serves the module. Actors are few and runs tiny; waits
+poll for a condition with a generous timeout, as Ray starts slowly on a
+busy machine.
+"""
+
+import functools
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from trax_rl import checkpoint, configurables
+from trax_rl.distributed import ray_collector
+
+PG = """
+RLTask.env = 'CartPole-v1'
+RLTask.initial_trajectories = 0
+RLTask.n_envs = 1
+RLTask.max_steps = 20
+MLP.layer_widths = (8,)
+Policy.body = @MLP
+PolicyGradient.model_fn = @Policy
+PolicyGradient.batch_size = 8
+PolicyGradient.n_trajectories_per_epoch = 6
+PolicyGradient.seed = 5
+train_rl.agent_class = @PolicyGradient
+"""
+
+DQN = """
+RLTask.env = 'CartPole-v1'
+RLTask.initial_trajectories = 0
+RLTask.n_envs = 2
+MLP.layer_widths = (8,)
+Quality.body = @MLP
+ReplayValueAgent.model_fn = @Quality
+ReplayValueAgent.batch_size = 4
+ReplayValueAgent.n_step = 2
+ReplayValueAgent.min_replay_size = 16
+ReplayValueAgent.samples_per_insert = 2.0
+ReplayValueAgent.n_interactions_per_epoch = 64
+ReplayValueAgent.seed = 1
+train_rl.agent_class = @ReplayValueAgent
+RayCollector.chunk_length = 8
+RayCollector.max_in_flight = 1
+RayCollector.publish_every = 4
+"""
+TIMEOUT_S = 400
+
+
+def _lines(config):
+  return [line for line in config.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope='module')
+def cluster():
+  started = ray_collector.init_ray(None, num_cpus=2)
+  ray = ray_collector.import_ray(None)
+  yield ray.get_runtime_context().gcs_address
+  if started:
+    ray.shutdown()
+
+
+def _is_loopback(ip: str) -> bool:
+  address = ipaddress.ip_address(ip)
+  mapped = getattr(address, 'ipv4_mapped', None)
+  return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _assert_loopback_only() -> int:
+  """Every socket of this process and its descendants is on loopback."""
+  pids = {p.pid for p in psutil.Process().children(recursive=True)}
+  pids.add(os.getpid())
+  bound = [
+    (c.pid, c.laddr)
+    for c in psutil.net_connections('inet')
+    if c.pid in pids and c.laddr
+  ]
+  outside = [(pid, a) for pid, a in bound if not _is_loopback(a.ip)]
+  assert bound and not outside, outside
+  return len(bound)
+
+
+def _epoch_data(collector):
+  """Epoch 0 of a fresh PolicyGradient, collected by `collector`."""
+  configurables.parse([], _lines(PG))
+  agent = configurables.train_rl(build_only=True)
+  avg = collector.collect(agent)
+  data = [
+    (t.total_return, t.to_np().observation.tolist(), t.to_np().action.tolist())
+    for t in agent.task.trajectories[0]
+  ]
+  return avg, data, agent.task.n_interactions()
+
+
+def _collector(n_actors):
+  collector = ray_collector.RayCollector(n_actors=n_actors, max_in_flight=2)
+  collector.set_agent_factory(functools.partial(configurables.build_agent, PG))
+  configurables.parse([], _lines(PG))
+  collector.start(configurables.train_rl(build_only=True))
+  return collector
+
+
+def test_epoch_mode_data_is_the_same_for_1_and_2_actors_and_a_kill(cluster):
+  del cluster
+  collector = _collector(1)
+  try:
+    one = _epoch_data(collector)
+  finally:
+    collector.close()
+  collector = _collector(2)
+  try:
+    two = _epoch_data(collector)
+    pids = collector.actor_pids()
+    killed_pids = []
+
+    def kill_first_actor(unit):
+      del unit
+      if not killed_pids:  # Mid-epoch: after the first unit came back.
+        os.kill(pids[0], signal.SIGKILL)
+        killed_pids.append(pids[0])
+
+    collector.on_work_done = kill_first_actor
+    killed = _epoch_data(collector)
+    _assert_loopback_only()
+    assert collector.restarts == 1  # The killed actor was replaced once.
+    assert pids[0] not in collector.actor_pids()
+  finally:
+    collector.close()
+  assert len(one[1]) == 6
+  assert one == two == killed
+
+
+def test_stream_mode_credits_lag_and_a_dead_actor(cluster):
+  del cluster
+  configurables.parse([], _lines(DQN))
+  agent = configurables.train_rl(build_only=True)
+  collector = ray_collector.RayCollector(
+    n_actors=2, chunk_length=8, max_in_flight=1, publish_every=4
+  )
+  collector.set_agent_factory(functools.partial(configurables.build_agent, DQN))
+  agent.set_collector(collector)
+  records, pids = [], []
+
+  def after_epoch(agent_, record):
+    records.append(record)
+    if agent_.current_epoch == 1:
+      pids.extend(collector.actor_pids())
+
+  def kill_second_actor(chunk):
+    del chunk
+    if agent.current_epoch == 2 and len(pids) == 2:
+      os.kill(pids.pop(), signal.SIGKILL)
+
+  collector.on_work_done = kill_second_actor
+  try:
+    agent.run(3, callbacks=[after_epoch])
+    _assert_loopback_only()
+  finally:
+    agent.close()
+  # Samples per insert: the learner sampled exactly as the limiter allows.
+  table, spi, per_call = agent.table, 2.0, 4
+  owed = spi * (table.num_inserts - 16)
+  assert owed <= table.num_samples <= owed + per_call
+  # The dead actor lost at most its in-flight chunk; the epoch was refilled.
+  assert collector.restarts == 1
+  assert records[1]['ray/lost_chunks'] <= 1
+  assert agent.task.n_interactions() == 3 * 64
+  assert [r['ray/chunks'] for r in records] == [4.0, 4.0, 4.0]
+  assert agent.trainer.step > 0
+  assert all(r['ray/policy_lag'] >= 0 for r in records)
+  assert records[-1]['ray/policy_lag_max'] > 0  # Chunks came from old params.
+
+
+def test_a_killed_learner_resumes_with_its_replay(cluster, tmp_path):
+  config = tmp_path / 'dqn.gin'
+  config.write_text(DQN + 'train_rl.n_epochs = 1000\n')
+  out = tmp_path / 'run'
+  learner = subprocess.Popen(
+    [
+      sys.executable,
+      '-c',
+      'import sys; from trax_rl import cli; sys.exit(cli.main(sys.argv[1:]))',
+      'train',
+      f'--config_file={config}',
+      f'--output_dir={out}',
+      '--n_actors=1',
+      f'--ray_address={cluster}',
+      '--no_progress',
+    ],
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+  )
+  ckpt_path = out / 'checkpoint.pkl'
+  deadline = time.monotonic() + TIMEOUT_S
+  try:
+    while not (ckpt_path.exists() and checkpoint.load(ckpt_path)['epoch'] >= 2):
+      assert learner.poll() is None, learner.stderr.read().decode()[-2000:]
+      assert time.monotonic() < deadline, 'the learner wrote no epoch 2'
+      time.sleep(0.2)
+    _assert_loopback_only()
+  finally:
+    learner.send_signal(signal.SIGKILL)
+    learner.wait()
+  saved = checkpoint.load(ckpt_path)
+  epoch = saved['epoch']
+  configurables.parse(
+    [str(config)],
+    [
+      f'train_rl.n_epochs = {epoch + 1}',
+      'train_rl.collector = @RayCollector',
+      'RayCollector.n_actors = 1',
+    ],
+  )
+  agent = configurables.train_rl(output_dir=str(out))
+  assert agent.current_epoch == epoch + 1
+  assert agent.task.n_interactions() == saved['task']['n_interactions'] + 64
+  assert agent.table.num_inserts > saved['state']['table']['num_inserts']
+  records = [
+    json.loads(line)
+    for line in (out / 'metrics.jsonl').read_text().splitlines()
+  ]
+  assert [r['epoch'] for r in records] == list(range(1, epoch + 2))
+  assert records[-1]['ray/chunks'] == 4.0
