@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from trax_rl import types
-from trax_rl.losses import q_learning
+from trax_rl.losses import q_learning, q_parts
 from trax_rl.networks import base as networks_base
-from trax_rl.replay import device_table, table
+from trax_rl.replay import device_table, samplers, table
 
 
 class Item(NamedTuple):
@@ -92,7 +92,7 @@ class TestAgainstTable:
     assert int(state.num_samples) == 64
 
   def test_prioritized_same_probabilities(self):
-    sampler = table.Prioritized(0.6)
+    sampler = samplers.Prioritized(0.6)
     host, dev, state = _both(6, sampler)
     state = _insert_both(host, dev, state, range(4), [1.0, 2.0, 0.0, 3.0])
     state = _insert_both(host, dev, state, range(4, 8), [5.0, 0.5, 1.5, 2.5])
@@ -142,7 +142,7 @@ class TestAgainstTable:
 
 class TestPrioritizedSampling:
   def test_frequencies_follow_priorities(self):
-    dev = device_table.DeviceTable(8, table.Prioritized(0.5))
+    dev = device_table.DeviceTable(8, samplers.Prioritized(0.5))
     state, _ = dev.insert(
       dev.init(_EXAMPLE), _items(range(5)), jnp.array([1.0, 4.0, 9.0, 16, 0])
     )
@@ -158,7 +158,7 @@ class TestPrioritizedSampling:
     )
 
   def test_all_zero_weights_sample_uniformly(self):
-    dev = device_table.DeviceTable(8, table.Prioritized(1.0))
+    dev = device_table.DeviceTable(8, samplers.Prioritized(1.0))
     state, _ = dev.insert(dev.init(_EXAMPLE), _items(range(4)), 0.0)
     _, s = jax.jit(dev.sample, static_argnums=2)(state, jax.random.key(0), 4000)
     np.testing.assert_allclose(s.probability, 0.25)
@@ -173,7 +173,7 @@ class TestPrioritizedSampling:
     )
     params = {'w': jnp.asarray(w)}
     target = {'w': jnp.asarray(w * 0.5)}
-    dev = device_table.DeviceTable(16, table.Prioritized(0.6))
+    dev = device_table.DeviceTable(16, samplers.Prioritized(0.6))
     n = 10
     rng = np.random.default_rng(3)
     data = types.Transition(
@@ -196,7 +196,7 @@ class TestPrioritizedSampling:
       _, extra = loss_fn(
         network, params, target, types.Batch(s.data, s.probability), key
       )
-      weights = q_learning.importance_weights(s.probability, 0.4)
+      weights = q_parts.importance_weights(s.probability, 0.4)
       state = dev.mutate_priorities(state, s.keys, extra.priorities)
       return state, s, weights
 
@@ -216,7 +216,7 @@ class TestPrioritizedSampling:
     written[keys] = np.abs(td)
     np.testing.assert_allclose(new_state.priorities[:n], written, rtol=1e-5)
     # And the sampling weights follow the written priorities, as the host's.
-    host = table.Table(16, table.Prioritized(0.6))
+    host = table.Table(16, samplers.Prioritized(0.6))
     host.insert_batch(_items(range(n)), priorities)
     host.mutate_priorities(keys, np.abs(td))
     host_w = host.state_dict()['weights']
@@ -228,13 +228,13 @@ class TestPrioritizedSampling:
 
 
 def test_state_dict_round_trip_and_config_check():
-  dev = device_table.DeviceTable(8, table.Prioritized(0.5))
+  dev = device_table.DeviceTable(8, samplers.Prioritized(0.5))
   state, _ = dev.insert(dev.init(_EXAMPLE), _items(range(5)), 2.0)
   saved = dev.state_dict(state)
   restored = dev.load_state_dict(dev.init(_EXAMPLE), saved)
   for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored)):
     np.testing.assert_array_equal(a, b)
-  other = device_table.DeviceTable(8, table.Prioritized(0.7))
+  other = device_table.DeviceTable(8, samplers.Prioritized(0.7))
   with pytest.raises(ValueError, match='sampler'):
     other.load_state_dict(other.init(_EXAMPLE), saved)
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from trax_rl import task as task_lib
-from trax_rl.agents import replay_value
+from trax_rl.agents import replay_value, value_agents
 from trax_rl.device import evaluate, seeds, value_epoch
-from trax_rl.losses import q_learning
+from trax_rl.losses import distributional, q_learning
 from trax_rl.networks import models
 
 
@@ -50,11 +50,11 @@ _LOSSES = {
     models.Quality,
   ),
   'PrioritizedCategoricalDoubleQLearning': (
-    q_learning.PrioritizedCategoricalDoubleQLearning(),
+    distributional.PrioritizedCategoricalDoubleQLearning(),
     functools.partial(models.CategoricalQuality, num_atoms=11, v_max=20.0),
   ),
   'QrDqn': (
-    q_learning.QrDqn(),
+    distributional.QrDqn(),
     functools.partial(models.QuantileQuality, num_atoms=11),
   ),
 }
@@ -149,7 +149,7 @@ def test_learns_gymnax_cartpole():
     samples_per_insert=16.0,
     target_update_period=100,
     num_sgd_steps_per_step=4,
-    epsilon=lambda: replay_value.linear_epsilon(1.0, 0.05, 3_000),
+    epsilon=lambda: value_agents.linear_epsilon(1.0, 0.05, 3_000),
     learning_rate=1e-3,
     n_interactions_per_epoch=500,
   )

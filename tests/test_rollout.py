@@ -8,8 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from trax_rl import adders, cli, configurables, policies
+from trax_rl import cli, configurables
 from trax_rl.distributed import local_collector, ray_collector, rollout
+from trax_rl.replay import adders
 
 PG = """
 RLTask.env = 'CartPole-v1'
@@ -245,17 +246,21 @@ def test_r2d2_learns_from_chunks_of_two_actors():
   for _ in range(2):
     for worker in workers:
       work = worker.play_chunk(0, [params], 16)
-      envs |= {int(t.agent_infos[0]['env']) for t in work.trajectories}
-      learner.task.add_trajectories(work.trajectories, 16, 0)
+      envs |= {int(t.agent_infos[0][adders.STREAM]) for t in work.trajectories}
+      learner.task.add_trajectories(
+        work.trajectories, 16, 0, work.episode_returns
+      )
       assert learner.can_take(16)
       learner.absorb()
   metrics = learner.train_epoch()
   assert envs == {0, 1, 2, 3}  # Two actors x two envs, never shared.
-  assert metrics['r2d2/n_segments'] > 0 and learner.n_updates() > 0
-  assert learner.replay.num_inserts == metrics['r2d2/n_segments']
-  # Actor 1 of 2 takes the last two of four rates spread over all envs.
+  assert metrics['value/new_items'] > 0 and learner.n_updates() > 0
+  assert learner.table.num_inserts == metrics['value/new_items']
+  # Actor 1 of 2 takes the last two of the four rates (from epsilon_max
+  # down to epsilon_min) that one process with four envs would use.
+  four = learner.epsilons(4, 1.0, evaluation=False)
+  np.testing.assert_allclose(four[[0, -1]], [0.5, 0.01], rtol=1e-5)
   learner.act_as_rollout_actor(1, 2, 0.4)
   np.testing.assert_allclose(
-    learner.epsilons(2, 1.0, evaluation=False),
-    policies.apex_epsilons(4, 0.01, 0.5)[2:],
+    learner.epsilons(2, 1.0, evaluation=False), four[2:]
   )

@@ -224,11 +224,14 @@ def accepts(name: str, param: str) -> bool:
   """Whether the configurable of gin name `name` takes `param`.
 
   A class's parameters are those of every `__init__` along its MRO, as the
-  agents pass `**kwargs` up to their bases.
+  agents pass `**kwargs` up to their bases, or those its
+  `parameter_names()` lists where it has one.
   """
   fn = train_rl if name == 'train_rl' else _REGISTERED.get(name)
   if fn is None:
     return False
+  if hasattr(fn, 'parameter_names'):
+    return param in fn.parameter_names()
   targets = inspect.getmro(fn) if inspect.isclass(fn) else (fn,)
   for target in targets:
     init = target.__init__ if inspect.isclass(fn) else target

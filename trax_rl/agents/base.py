@@ -526,7 +526,7 @@ class Agent(metaclass=_RestoresOnConstruction):
     avg_return = self._collect()
     collect_s = time.perf_counter() - start
     new_interactions = self._task.n_interactions() - interactions_before
-    return {
+    record = {
       'avg_return': avg_return,
       **self._task.episode_stats.record(),
       'n_interactions': self._task.n_interactions(),
@@ -534,6 +534,9 @@ class Agent(metaclass=_RestoresOnConstruction):
       'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
       'collect_s': collect_s,
     }
+    if self._collector is not None:
+      record.update(self._collector.metrics())
+    return record
 
   def _host_epoch(self, on_nonfinite: str) -> dict[str, Any]:
     """Collects from the gymnasium path, evaluates, trains."""

@@ -14,9 +14,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import adders, collection, policies, sequence_adder
+from trax_rl import collection, policies
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import base
+from trax_rl.replay import adders
 
 AgentFactory = Callable[[], base.Agent]
 
@@ -39,10 +40,7 @@ def apex_epsilon(slot: int, n_slots: int, base_epsilon: float, alpha: float):
   base_epsilon down to base_epsilon ** (1 + alpha); one actor gets
   base_epsilon.
   """
-  rates = policies.apex_epsilons(
-    n_slots, base_epsilon ** (1.0 + alpha), base_epsilon
-  )
-  return float(rates[slot])
+  return float(policies.apex_epsilons(n_slots, base_epsilon, alpha)[slot])
 
 
 def unit_key(seed: int, epoch: int, unit: int) -> jax.Array:
@@ -100,6 +98,8 @@ class RolloutWorker:
     if version != self._version:
       self._agent.load_rollout_params(self.fetch(params_box[0]))
       self._version = version
+      # A policy acts with the parameters it was built with.
+      self._policy = self._agent.make_policy(1.0, evaluation=False)
 
   def play_unit(
     self,
@@ -162,9 +162,8 @@ class RolloutWorker:
     offset = self._slot * self._task.n_envs
     for traj in result.trajectories:
       for info in traj.agent_infos:
-        for key in (adders.STREAM, sequence_adder.ENV_KEY):
-          if key in info:
-            info[key] = info[key] + offset
+        if adders.STREAM in info:
+          info[adders.STREAM] = info[adders.STREAM] + offset
     return Work(
       result.trajectories,
       result.episode_returns,

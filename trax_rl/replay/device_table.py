@@ -42,9 +42,6 @@ from flashbax.buffers import sum_tree
 from trax_rl import validation
 from trax_rl.replay import rate_limiter, samplers
 
-Uniform = samplers.Uniform
-Prioritized = samplers.Prioritized
-
 
 class DeviceReplay(NamedTuple):
   """The contents of a DeviceTable: a pytree of arrays."""
@@ -72,7 +69,7 @@ class DeviceTable:
   def __init__(
     self,
     max_size: int,
-    sampler: Uniform | Prioritized | None = None,
+    sampler: samplers.Uniform | samplers.Prioritized | None = None,
     min_size_to_sample: int = 1,
     samples_per_insert: float | None = None,
     error_buffer: float | tuple[float, float] | None = None,
@@ -93,10 +90,10 @@ class DeviceTable:
     validation.check_count('max_size', max_size, 1)
     if max_size >= 2**31:
       raise ValueError(f'max_size must be < 2**31, got {max_size}')
-    sampler = Uniform() if sampler is None else sampler
-    if not isinstance(sampler, Uniform | Prioritized):
+    sampler = samplers.Uniform() if sampler is None else sampler
+    if not isinstance(sampler, samplers.Uniform | samplers.Prioritized):
       raise ValueError(
-        f'sampler must be Uniform() or Prioritized(exponent), got {sampler!r}'
+        f'sampler must be samplers.Uniform() or samplers.Prioritized(exponent), got {sampler!r}'
       )
     if not validation.is_int(min_size_to_sample) or not (
       1 <= min_size_to_sample <= max_size
@@ -110,7 +107,7 @@ class DeviceTable:
     self.limiter = rate_limiter.make(
       int(min_size_to_sample), samples_per_insert, error_buffer
     )
-    self.prioritized = isinstance(sampler, Prioritized)
+    self.prioritized = isinstance(sampler, samplers.Prioritized)
 
   def init(self, example_item: Any) -> DeviceReplay:
     """An empty table for items shaped like `example_item` (no batch axis)."""

@@ -106,6 +106,20 @@ class ActorCritic(policy_agents.PolicyAgent):
     layout_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
     self.configure(task, objective, layout_kwargs, **kwargs)
 
+  @classmethod
+  def parameter_names(cls) -> set[str]:
+    """Every keyword the agent takes: its layout's, `configure`'s, its bases'.
+
+    `__init__` takes them as **kwargs, so its signature does not show them
+    (`configurables.accepts` asks here). Old names in `ALIASES` count too.
+    """
+    names = set(ALIASES)
+    functions = [cls.layout_class, cls.configure]
+    functions += [k.__init__ for k in inspect.getmro(cls) if k is not object]
+    for fn in functions:
+      names.update(inspect.signature(fn).parameters)
+    return names - {'self', 'kwargs', 'task', 'objective', 'layout_kwargs'}
+
   def configure(
     self,
     task: task_lib.RLTask,
