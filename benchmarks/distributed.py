@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from trax_rl import configurables
-from trax_rl.distributed import ray_collector
+from trax_rl.distributed import ray_collector, ray_setup
 
 
 def run(config: str, bindings: list[str], n_actors: int, args) -> dict:
@@ -109,7 +109,7 @@ def main() -> None:
   p.add_argument('--eval_episodes', type=int, default=16)
   args = p.parse_args()
   if any(args.actors):
-    ray_collector.init_ray(args.ray_address)
+    ray_setup.init_ray(args.ray_address)
   for n_actors in args.actors:
     print(
       json.dumps(run(args.config, args.binding, n_actors, args)), flush=True

@@ -1,7 +1,7 @@
 """Every gin knob of trax_rl is documented and does something.
 
 `test_every_parameter_has_an_args_line` walks every trax_rl configurable
-gin knows (`configurables.registered()`). `test_knob_changes_behaviour`
+gin knows (`gin_registry.registered()` and `configurables.train_rl`). `test_knob_changes_behaviour`
 checks a fixed sample of knobs, `KNOBS`: at least one per agent
 configurable, chosen to cover the kinds of knob (data, loss, exploration,
 evaluation, replay) of each; changing each one from the baseline of its
@@ -20,8 +20,14 @@ import jax
 import numpy as np
 import pytest
 
-from trax_rl import configurables, task
-from trax_rl.agents import policy_agents, r2d2, replay_value, value_agents
+from trax_rl import configurables, gin_registry, task
+from trax_rl.agents import (
+  expert_iteration,
+  policy_agents,
+  r2d2,
+  replay_value,
+  value_agents,
+)
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
 
@@ -62,7 +68,9 @@ def _parameters(obj) -> list[str]:
 def test_every_parameter_has_an_args_line():
   missing = []
   objects = [
-    o for o in configurables.registered() if o.__module__.startswith('trax_rl')
+    o
+    for o in [*gin_registry.registered(), configurables.train_rl]
+    if o.__module__.startswith('trax_rl')
   ]
   assert len(objects) > 20
   for obj in objects:
@@ -102,7 +110,7 @@ BASELINES = {
     batch_size=4,
   ),
   'ExpertIteration': _tiny(
-    policy_agents.ExpertIteration,
+    expert_iteration.ExpertIteration,
     model_fn=POLICY,
     n_trajectories_per_epoch=4,
     filter_buffer_size=4,

@@ -16,7 +16,7 @@ import pytest
 from trax_rl import configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import policy_agents
+from trax_rl.agents import expert_iteration, policy_agents
 from trax_rl.device import batches, rollout
 from trax_rl.networks import models
 
@@ -123,7 +123,7 @@ def test_trajectory_epochs_and_expert_iteration_say_what_to_do():
     agent = _pg(n_interactions=None, n_trajectories_per_epoch=4)
     agent.device_runner()
   task = task_lib.RLTask('gymnax:CartPole-v1', initial_trajectories=0)
-  agent = policy_agents.ExpertIteration(task, n_interactions_per_epoch=8)
+  agent = expert_iteration.ExpertIteration(task, n_interactions_per_epoch=8)
   with pytest.raises(ValueError, match='gymnasium path'):
     agent.device_runner()
 

@@ -7,6 +7,7 @@ import gin
 import pytest
 
 from trax_rl import configurables
+from trax_rl.agents import checks
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'gin').glob('*.gin'))
@@ -27,7 +28,7 @@ def test_there_are_configs():
 def test_config_checks_and_trains_one_epoch(config, tmp_path):
   configurables.parse([str(config)], ['train_rl.n_epochs=1'])
   agent = configurables.train_rl(output_dir=None, build_only=True)
-  report = agent.check()
+  report = checks.check(agent)
   assert report['update'] == 'compiled'
   configurables.parse([str(config)], ['train_rl.n_epochs=1'])
   # strict: every binding of a shipped config is used by the run.
@@ -43,7 +44,7 @@ def test_atari_config(config):
   configurables.parse([str(config)])
   if HAS_ALE:
     agent = configurables.train_rl(output_dir=None, build_only=True)
-    assert agent.check()['update'] == 'compiled'
+    assert checks.check(agent)['update'] == 'compiled'
   else:
     # Without the optional extra the error says what to install.
     with pytest.raises(ValueError, match='needs ale-py'):
@@ -56,5 +57,5 @@ def test_gymnax_config_builds_and_checks(config):
   configurables.parse([str(config)])
   agent = configurables.train_rl(output_dir=None, build_only=True)
   assert agent.task.jax_env is not None
-  assert agent.check()['update'] == 'compiled'
+  assert checks.check(agent)['update'] == 'compiled'
   gin.clear_config()

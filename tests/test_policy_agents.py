@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from trax_rl import checkpoint, task, trajectory
-from trax_rl.agents import policy_agents
+from trax_rl.agents import expert_iteration, policy_agents
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
@@ -49,7 +49,7 @@ def test_expert_iteration_improves():
   t = task.RLTask(
     'CartPole-v1', initial_trajectories=0, n_envs=8, seed=0, max_steps=500
   )
-  agent = policy_agents.ExpertIteration(
+  agent = expert_iteration.ExpertIteration(
     t,
     model_fn=TANH_POLICY,
     quantile=0.9,
@@ -154,7 +154,7 @@ def test_checkpoint_of_another_agent_is_refused(tmp_path):
   agent.run(1)
   t = task.RLTask('CartPole-v1', initial_trajectories=0)
   with pytest.raises(checkpoint.CheckpointError, match='PolicyGradient'):
-    policy_agents.ExpertIteration(
+    expert_iteration.ExpertIteration(
       t, n_trajectories_per_epoch=1, output_dir=str(tmp_path)
     )
 
@@ -236,5 +236,5 @@ def test_quantile_filter_keeps_best():
     return t
 
   stream = iter([traj(r) for r in [1, 5, 3, 2, 9, 4, 0, 7]])
-  kept = list(policy_agents.quantile_filter(stream, 0.75, 4, 1.0))
+  kept = list(expert_iteration.quantile_filter(stream, 0.75, 4, 1.0))
   assert [t.total_return for t in kept] == [5, 9]

@@ -13,7 +13,7 @@ from absl.testing import absltest
 from trax_rl import checkpoint, envs, types
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import r2d2
+from trax_rl.agents import checks, r2d2
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base, models, recurrent
 from trax_rl.replay import sequence_adder
@@ -341,7 +341,7 @@ def test_stored_core_states_are_the_actors_states(fresh):
 
 
 def test_check(fresh):
-  assert fresh.check()['update'] == 'compiled'
+  assert checks.check(fresh)['update'] == 'compiled'
 
 
 def test_training_writes_priorities(trained):

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from trax_rl import checkpoint, configurables
-from trax_rl.distributed import ray_collector
+from trax_rl.distributed import ray_collector, ray_setup
 
 PG = """
 RLTask.env = 'CartPole-v1'
@@ -61,8 +61,8 @@ def _lines(config):
 
 @pytest.fixture(scope='module')
 def cluster():
-  started = ray_collector.init_ray(None, num_cpus=2)
-  ray = ray_collector.import_ray(None)
+  started = ray_setup.init_ray(None, num_cpus=2)
+  ray = ray_setup.import_ray(None)
   yield ray.get_runtime_context().gcs_address
   if started:
     ray.shutdown()

@@ -1,5 +1,7 @@
 """Padded `[B, T, ...]` batches of trajectory slices (Trax's batching)."""
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 
 from trax_rl import trajectory as trajectory_lib
@@ -108,3 +110,53 @@ def stack_padded(slices, min_slice_length) -> trajectory_lib.TimeStepBatch:
   for i, n in enumerate(lengths):
     done[i, n:] = True
   return batch._replace(done=done)
+
+
+def sample_trajectories(
+  epochs: list[list[trajectory_lib.Trajectory]],
+  n_slices_of: Callable[[trajectory_lib.Trajectory], int],
+  uniformly: bool,
+  rng: np.random.Generator,
+) -> Iterator[trajectory_lib.Trajectory]:
+  """Endless draws of trajectories from `epochs`.
+
+  An epoch is drawn in proportion to its number of slices; a trajectory in
+  it uniformly (`uniformly`) or in proportion to its number of slices.
+  Epochs are drawn in chunks of 64, cheaper than one call per draw.
+  """
+  counts = [np.array([n_slices_of(t) for t in e], np.float64) for e in epochs]
+  totals = np.array([c.sum() for c in counts])
+  while True:
+    for k in rng.choice(len(epochs), size=64, p=totals / totals.sum()):
+      if uniformly:
+        i = rng.integers(len(epochs[k]))
+      else:
+        i = rng.choice(len(epochs[k]), p=counts[k] / totals[k])
+      yield epochs[k][i]
+
+
+def slice_batches(
+  stream: Iterator[trajectory_lib.Trajectory],
+  batch_size: int,
+  max_slice_length: int | None,
+  min_slice_length: int | None,
+  margin: int,
+  gamma: float,
+  include_final_state: bool,
+  rng: np.random.Generator,
+) -> Iterator[trajectory_lib.TimeStepBatch]:
+  """Padded `[B, T, ...]` batches of one random slice per streamed trajectory.
+
+  See `RLTask.trajectory_batch_stream` for the arguments.
+  """
+  while True:
+    slices = []
+    for traj in stream:
+      slices.append(
+        random_slice(
+          traj, max_slice_length, margin, gamma, include_final_state, rng
+        )
+      )
+      if len(slices) == batch_size:
+        break
+    yield stack_padded(slices, min_slice_length)

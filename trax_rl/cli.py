@@ -222,10 +222,11 @@ def _train(args) -> None:
 
 def _check(args) -> None:
   from trax_rl import configurables
+  from trax_rl.agents import checks
 
   configurables.parse(*_config_args(args))
   agent = configurables.train_rl(output_dir=None, build_only=True)
-  report = agent.check()
+  report = checks.check(agent)
   print(
     json.dumps(dict({'config': 'ok', 'agent': type(agent).__name__}, **report))
   )
@@ -284,9 +285,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     commands[args.command](args)
   except RuntimeError as e:
-    from trax_rl.agents import base  # Loaded already: the error came from it.
+    from trax_rl.agents import nonfinite  # Loaded already: it raised.
 
-    if args.debug or not isinstance(e, base.NonFiniteError):
+    if args.debug or not isinstance(e, nonfinite.NonFiniteError):
       raise
     from trax_rl import configurables
 

@@ -1,146 +1,32 @@
 """Gin registration and the gin entry point `train_rl`.
 
-This is the only library module that imports gin. Everything a gin file may
-name is registered here, under its short name (`PolicyGradient`, `MLP`) and
-under `trax_rl.<name>`.
+gin is imported only here, in `gin_registry` (everything a gin file may
+name) and in `config_checks` (the checks of a run's bindings).
 """
 
 import functools
 import inspect
 import logging
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gin
-import gymnasium.wrappers
-import optax
 from etils import epath
 
 from trax_rl import (
-  advantages,
   checkpoint,
-  envs,
-  lr_schedules,
+  config_checks,
+  gin_registry,
   shipped_configs,
-  task,
   trax_compat,
-  trax_optimizers,
   validation,
 )
-from trax_rl.agents import (
-  base,
-  policy_agents,
-  r2d2,
-  replay_value,
-  value_agents,
-)
-from trax_rl.agents.actor_critic import algorithms as actor_critic
+from trax_rl.agents import base, restoring
 from trax_rl.device import seeds
-from trax_rl.distributed import local_collector, ray_collector
-from trax_rl.losses import distributional, q_learning
-from trax_rl.losses import r2d2 as r2d2_losses
-from trax_rl.networks import models, recurrent
 
 CONFIG_FILE = 'config.gin'
-
-
-# What each gin name stands for, for `accepts`.
-_REGISTERED: dict[str, Any] = {'RLTask': task.RLTask}
-
-
-def _register(*objects: Any, module: str = 'trax_rl') -> None:
-  for obj in objects:
-    gin.external_configurable(obj, module=module)
-    _REGISTERED[obj.__name__] = obj
-
-
-def registered() -> list[Any]:
-  """The trax_rl functions and classes gin can configure, as registered."""
-  unique = {id(o): o for o in [*_REGISTERED.values(), train_rl]}
-  return list(unique.values())
-
-
-# Task and environments. train_rl calls the gin-bound RLTask.
-RLTask = gin.external_configurable(task.RLTask, module='trax_rl')
-_register(envs.MaskVelocity, envs.masked_cartpole, envs.make_env)
-# Networks.
-_register(
-  models.MLP,
-  models.ConvTorso,
-  models.MinAtarTorso,
-  models.Policy,
-  models.Value,
-  models.PolicyAndValue,
-  models.Quality,
-  models.CategoricalQuality,
-  models.QuantileQuality,
-)
-# Schedules, estimators, optimizers.
-_register(lr_schedules.multifactor, lr_schedules.constant_lr)
-_register(
-  advantages.monte_carlo, advantages.td_k, advantages.td_lambda, advantages.gae
-)
-for _name in ('adam', 'adamw', 'sgd', 'rmsprop', 'lamb', 'lion', 'adabelief'):
-  gin.external_configurable(getattr(optax, _name), name=_name, module='optax')
-# Trax's optimizers under their Trax gin names (see trax_compat).
-for _name, _fn in (
-  ('Adam', trax_optimizers.trax_adam),
-  ('RMSProp', trax_optimizers.trax_rmsprop),
-  ('Momentum', trax_optimizers.trax_momentum),
-  ('SGD', trax_optimizers.trax_sgd),
-):
-  gin.external_configurable(_fn, name=_name, module='trax_rl')
-  _REGISTERED[_name] = _fn
-# Policy agents.
-_register(
-  policy_agents.PolicyGradient,
-  policy_agents.ExpertIteration,
-  policy_agents.sharpened_network_policy,
-)
-
-# Value agents (Trax's DQN, the Acme learners on a replay Table).
-_register(
-  value_agents.DQN,
-  value_agents.trax_exploration_rate,
-  replay_value.ReplayValueAgent,
-  value_agents.linear_epsilon,
-  q_learning.QLearning,
-  q_learning.RegularizedQLearning,
-  q_learning.MunchausenQLearning,
-  q_learning.PrioritizedDoubleQLearning,
-  distributional.PrioritizedCategoricalDoubleQLearning,
-  distributional.QrDqn,
-)
-# Atari: `ALE/Pong-v5` (made with frameskip=1) under gymnasium's wrappers.
-_register(
-  gymnasium.wrappers.AtariPreprocessing,
-  gymnasium.wrappers.FrameStackObservation,
-)
-# R2D2: recurrent Q network, its loss and agent.
-_register(
-  recurrent.RecurrentQuality,
-  r2d2_losses.R2D2Loss,
-  r2d2_losses.signed_hyperbolic_pair,
-  r2d2_losses.identity_pair,
-  r2d2.R2D2,
-)
-# Actor-critic agents, separate and joint networks.
-_register(
-  actor_critic.A2C,
-  actor_critic.PPO,
-  actor_critic.AWR,
-  actor_critic.SamplingAWR,
-  models.ActionValue,
-  actor_critic.PPOJoint,
-  actor_critic.A2CJoint,
-  actor_critic.AWRJoint,
-)
-
-# Where experience comes from. Ray itself is imported only when a
-# RayCollector starts.
-_register(local_collector.LocalCollector, ray_collector.RayCollector)
+_LOG = logging.getLogger(__name__)
 
 
 def write_operative_config(output_dir: str) -> None:
@@ -227,7 +113,7 @@ def accepts(name: str, param: str) -> bool:
   agents pass `**kwargs` up to their bases, or those its
   `parameter_names()` lists where it has one.
   """
-  fn = train_rl if name == 'train_rl' else _REGISTERED.get(name)
+  fn = train_rl if name == 'train_rl' else gin_registry.lookup(name)
   if fn is None:
     return False
   if hasattr(fn, 'parameter_names'):
@@ -338,10 +224,10 @@ def train_rl(
   if n_seeds > 1 and not build_only:
     return _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds)
   try:
-    with base.restore_deferred():  # The config is compared first.
-      agent = agent_class(task=RLTask(), output_dir=output_dir)
+    with restoring.restore_deferred():  # The config is compared first.
+      agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
   except TypeError as e:
-    raise _binding_error(e) from None
+    raise config_checks.binding_error(e) from None
   if build_only:
     agent.restore()
     return agent
@@ -352,7 +238,10 @@ def train_rl(
     )
     agent.set_collector(agent_collector)
   try:
-    changed = check_config_change(output_dir, allow_config_change)
+    changed = config_checks.check_config_change(
+      epath.Path(output_dir) / CONFIG_FILE if output_dir else None,
+      allow_config_change,
+    )
     agent.restore()
     agent.run(
       n_epochs,
@@ -363,120 +252,6 @@ def train_rl(
   finally:
     agent.close()
   return agent
-
-
-# Run-time switches of train_rl: they may differ between a run and its resume.
-_NOT_CONFIG = frozenset(
-  {
-    'n_epochs',
-    'callbacks',
-    'output_dir',
-    'build_only',
-    'on_nonfinite',
-    'strict',
-    'allow_config_change',
-    'collector',  # Where experience comes from; resuming may change it.
-  }
-)
-# Where experience comes from (actors, cluster address) is a run-time
-# choice too: a run may resume on another cluster or with more actors.
-_COLLECTORS = frozenset({'LocalCollector', 'RayCollector'})
-_LOG = logging.getLogger(__name__)
-Binding = tuple[str, str, str]  # (scope, selector, parameter)
-
-
-def _bindings(config_text: str) -> dict[Binding, str]:
-  """The bindings of a gin config text, with their values as text."""
-  parser = gin.config_parser.ConfigParser(
-    config_text, gin.config.ParserDelegate(skip_unknown=True)
-  )
-  return {
-    (st.scope or '', st.selector, st.arg_name): repr(st.value)
-    for st in parser
-    if isinstance(st, gin.config_parser.BindingStatement)
-    and not st.selector.endswith('macro')
-  }
-
-
-def _name(binding: Binding) -> str:
-  scope, selector, parameter = binding
-  name = f'{scope + "/" if scope else ""}{selector}'
-  return f'{name}.{parameter}' if parameter else name  # A macro: no parameter.
-
-
-def unused_bindings() -> list[str]:
-  """Parsed bindings that no configurable call has read, by name.
-
-  A binding is read when some call in the operative config took its value
-  from it: the call's selector and parameter match, and of the bindings
-  whose scope encloses the call's scope it is the innermost. So a binding
-  to a configurable nobody calls, one in a misspelt scope, and an unscoped
-  one that every (scoped) call overrides are all unused.
-
-  Returns:
-    Sorted 'scope/selector.parameter' names.
-  """
-  parsed = _bindings(gin.config_str())
-  used = set()
-  for scope, selector, parameter in _bindings(gin.operative_config_str()):
-    enclosing = [
-      b
-      for b in parsed
-      if b[1:] == (selector, parameter)
-      and (not b[0] or scope == b[0] or scope.startswith(b[0] + '/'))
-    ]
-    if enclosing:
-      used.add(max(enclosing, key=lambda b: len(b[0])))
-  return sorted(_name(b) for b in parsed if b not in used)
-
-
-def changed_bindings(config_text: str) -> list[str]:
-  """How the operative config differs from an earlier run's config.gin.
-
-  Only configurables already called are compared (one called later in the
-  run has no operative values yet); train_rl's run-time switches (n_epochs,
-  on_nonfinite, ...) are not config.
-
-  Args:
-    config_text: the earlier run's config.gin.
-
-  Returns:
-    Sorted 'name: old -> new' lines ('unset' where one side has none).
-  """
-  old = _bindings(config_text)
-  new = _bindings(gin.operative_config_str())
-  called = {b[:2] for b in new}
-  return sorted(
-    f'{_name(b)}: {old.get(b, "unset")} -> {new.get(b, "unset")}'
-    for b in set(old) | set(new)
-    if b[:2] in called
-    and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
-    and b[1].split('.')[-1] not in _COLLECTORS
-    and old.get(b) != new.get(b)
-  )
-
-
-def check_config_change(output_dir: str | None, allow: bool) -> list[str]:
-  """Compares output_dir's config.gin with the operative config.
-
-  Returns:
-    The changed bindings (empty without an earlier config.gin).
-
-  Raises:
-    ValueError: bindings changed and `allow` is False.
-  """
-  path = epath.Path(output_dir) / CONFIG_FILE if output_dir else None
-  if path is None or not path.exists():
-    return []
-  changed = changed_bindings(path.read_text())
-  if changed and not allow:
-    raise ValueError(
-      f'the config differs from {path} in {"; ".join(changed)}: rerun with '
-      '--allow_config_change to continue with it, or use a new --output_dir'
-    )
-  if changed:
-    _LOG.warning('resuming with changed bindings: %s', '; '.join(changed))
-  return changed
 
 
 def _after_first_epoch(
@@ -497,7 +272,7 @@ def _after_first_epoch(
       changed or not (epath.Path(output_dir) / CONFIG_FILE).exists()
     ):
       write_operative_config(output_dir)
-    unused = unused_bindings()
+    unused = config_checks.unused_bindings()
     if unused:
       message = f'gin bindings never used: {", ".join(unused)}'
       if strict:
@@ -507,37 +282,13 @@ def _after_first_epoch(
   return callback
 
 
-def _binding_error(error: TypeError) -> Exception:
-  """A one-line ValueError for a gin binding the agent cannot take.
-
-  An agent's **kwargs lets gin accept any parameter name, and an agent that
-  fixes a parent's knob itself (PolicyGradient's on-policy
-  `n_replay_epochs`) receives a binding of it twice: both name the binding.
-  """
-  text = str(error)
-  where = re.search(r"In call to configurable '([\w.]+)'", text)
-  owner = where.group(1) if where else 'the agent'
-  unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
-  if unknown is not None:
-    name = unknown.group(1)
-    return ValueError(
-      f'unknown gin binding {owner}.{name}: {owner} has no parameter {name!r}'
-    )
-  twice = re.search(r"multiple values for keyword argument '(\w+)'", text)
-  if twice is not None:
-    name = twice.group(1)
-    return ValueError(
-      f'gin binding {owner}.{name} cannot take effect: {owner} sets {name} '
-      'itself'
-    )
-  return error
-
-
 def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
   """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once."""
-  first = agent_class(task=RLTask(), output_dir=None)
+  first = agent_class(task=gin_registry.RLTask(), output_dir=None)
   agents = [first] + [
-    agent_class(task=RLTask(), output_dir=None, seed=first.seed + i)
+    agent_class(
+      task=gin_registry.RLTask(), output_dir=None, seed=first.seed + i
+    )
     for i in range(1, n_seeds)
   ]
   group = seeds.SeedBatch(agents, output_dir)

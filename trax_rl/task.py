@@ -1,44 +1,35 @@
-"""RLTask: env(s), the per-epoch trajectory store, collection and batching."""
+"""RLTask: env(s), the per-epoch trajectory store and collection.
 
-from collections.abc import Callable, Iterator, Sequence
+Its batch streams are in `task_streams`, its files in `trajectory_files`.
+"""
+
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from etils import epath
 
 from trax_rl import (
-  batching,
-  checkpoint,
   collection,
   envs,
   episode_stats,
   jax_envs,
+  task_streams,
+  trajectory_files,
   validation,
 )
 from trax_rl import trajectory as trajectory_lib
 
-# Re-exported: they are part of RLTask's interface.
-BatchPolicy = collection.BatchPolicy
-CollectResult = collection.CollectResult
-batch_from_trajectories = batching.batch_from_trajectories
 
-TASK_FILE = 'task.pkl'
-TRAJECTORY_DIR = 'trajectories'
-
-
-def trajectory_file(directory, epoch: int) -> epath.Path:
-  return epath.Path(directory) / TRAJECTORY_DIR / f'epoch_{epoch:06d}.pkl'
-
-
-class RLTask:
+class RLTask(task_streams.TrajectoryStreams):
   """An RL task: the environment(s) and the trajectories collected on them.
 
   Trajectories are stored per epoch; only the last `n_replay_epochs` epochs
   are kept. The agent training on the task owns that number (its own
   `n_replay_epochs` knob, or 1 for agents that keep their own replay) and
   sets it with `set_n_replay_epochs`; the task has no knob of its own, so a
-  gin binding of `RLTask.n_replay_epochs` is an unknown-parameter error. Collection steps `n_envs` copies of the env in lockstep with one
+  gin binding of `RLTask.n_replay_epochs` is an unknown-parameter error.
+  Collection steps `n_envs` copies of the env in lockstep with one
   batched policy call per step. Terminations and time-limit truncations are
   kept apart: only a termination stops bootstrapping.
   """
@@ -108,7 +99,7 @@ class RLTask:
           epoch_id=0,
         )
     else:
-      self._trajectories[0] = load_trajectories(initial_trajectories)
+      self._trajectories[0] = trajectory_files.read_all(initial_trajectories)
 
   # Properties, as Trax's.
   @property
@@ -193,14 +184,14 @@ class RLTask:
 
   def collect(
     self,
-    policy: BatchPolicy,
+    policy: collection.BatchPolicy,
     n_trajectories: int | None = None,
     n_interactions: int | None = None,
     only_eval: bool = False,
     max_steps: int | None = None,
     epoch_id: int = 1,
-  ) -> CollectResult:
-    """Like `collect_trajectories`, returning the whole `CollectResult`."""
+  ) -> collection.CollectResult:
+    """Like `collect_trajectories`, returning the whole `collection.CollectResult`."""
     if (n_trajectories is None) == (n_interactions is None):
       raise ValueError(
         'exactly one of n_trajectories and n_interactions must be given'
@@ -264,7 +255,7 @@ class RLTask:
 
   def collect_trajectories(
     self,
-    policy: BatchPolicy,
+    policy: collection.BatchPolicy,
     n_trajectories: int | None = None,
     n_interactions: int | None = None,
     only_eval: bool = False,
@@ -295,123 +286,6 @@ class RLTask:
       return float(np.mean([t.total_return for t in result.trajectories]))
     return 0.0
 
-  # Batches.
-  def _epoch_ids(self, epochs: list[int] | None) -> list[int]:
-    present = sorted(e for e, ts in self._trajectories.items() if ts)
-    if not epochs or not present:
-      return present
-    last = max(self._trajectories) + 1
-    wanted = {e % last for e in epochs}  # -1 means the last epoch.
-    return [e for e in present if e in wanted]
-
-  def trajectory_stream(
-    self,
-    epochs: list[int] | None = None,
-    max_slice_length: int | None = None,
-    sample_trajectories_uniformly: bool = False,
-    margin: int = 0,
-    include_final_state: bool = False,
-    rng: np.random.Generator | None = None,
-  ) -> Iterator[trajectory_lib.Trajectory]:
-    """Endless stream of trajectories sampled from the given epochs.
-
-    Epochs are sampled in proportion to their number of slices; trajectories
-    within an epoch uniformly or in proportion to their number of slices.
-    """
-    rng = rng or self._rng
-    while True:
-      version = self._version
-      epoch_ids = self._epoch_ids(epochs)
-      if not epoch_ids:
-        raise ValueError('no trajectories to sample from: collect some first')
-      counts = [
-        np.array(
-          [
-            batching.n_slices(t, max_slice_length, margin, include_final_state)
-            for t in self._trajectories[e]
-          ],
-          np.float64,
-        )
-        for e in epoch_ids
-      ]
-      totals = np.array([c.sum() for c in counts])
-      # Draw epochs in chunks (cheaper than one call per draw), and start over
-      # as soon as the store changes, so no draw comes from a stale epoch.
-      while version == self._version:
-        for k in rng.choice(len(epoch_ids), size=64, p=totals / totals.sum()):
-          trajs = self._trajectories[epoch_ids[k]]
-          if sample_trajectories_uniformly:
-            i = rng.integers(len(trajs))
-          else:
-            i = rng.choice(len(trajs), p=counts[k] / totals[k])
-          yield trajs[i]
-          if version != self._version:
-            break
-
-  def trajectory_batch_stream(
-    self,
-    batch_size: int,
-    epochs: list[int] | None = None,
-    max_slice_length: int | None = None,
-    min_slice_length: int | None = None,
-    margin: int = 0,
-    sample_trajectories_uniformly: bool = False,
-    include_final_state: bool = False,
-    trajectory_stream_preprocessing_fn: Callable | None = None,
-    rng: np.random.Generator | None = None,
-  ) -> Iterator[trajectory_lib.TimeStepBatch]:
-    """Endless stream of padded `[B, T, ...]` batches of trajectory slices.
-
-    Args:
-      batch_size: B.
-      epochs: epochs to sample from (negative counts from the last); all if
-        None.
-      max_slice_length: slice length; whole trajectories if None.
-      min_slice_length: pad every batch to at least this length.
-      margin: padding steps past each trajectory's end (mask 0, done True),
-        so that estimators see the final observation.
-      sample_trajectories_uniformly: sample trajectories uniformly instead of
-        in proportion to their number of slices.
-      include_final_state: let a slice also start one step later, so that the
-        last slice of a trajectory ends on its final (padding) step.
-      trajectory_stream_preprocessing_fn: maps the stream of trajectories
-        before slicing (ExpertIteration filters it).
-      rng: numpy Generator to sample with (default: the task's).
-
-    Yields:
-      TimeStepBatch with fields `[B, T, ...]`; T is the longest slice in the
-      batch (at least `min_slice_length`), rounded up to a power of two when
-      the slices differ in length, so that jitted consumers compile rarely.
-    """
-    validation.check_count('batch_size', batch_size, 1)
-    rng = rng or self._rng
-    stream = self.trajectory_stream(
-      epochs,
-      max_slice_length,
-      sample_trajectories_uniformly,
-      margin,
-      include_final_state,
-      rng,
-    )
-    if trajectory_stream_preprocessing_fn is not None:
-      stream = trajectory_stream_preprocessing_fn(stream)
-    while True:
-      slices = []
-      for traj in stream:
-        slices.append(
-          batching.random_slice(
-            traj,
-            max_slice_length,
-            margin,
-            self._gamma,
-            include_final_state,
-            rng,
-          )
-        )
-        if len(slices) == batch_size:
-          break
-      yield batching.stack_padded(slices, min_slice_length)
-
   # Saving and loading.
   def state_dict(self) -> dict[str, Any]:
     return {
@@ -433,9 +307,7 @@ class RLTask:
     """
     for epoch, trajs in self._trajectories.items():
       if epoch not in self._saved_epochs:
-        checkpoint.save(
-          trajectory_file(directory, epoch), [t.state_dict() for t in trajs]
-        )
+        trajectory_files.write(directory, epoch, trajs)
         self._saved_epochs.add(epoch)
     return self.state_dict()
 
@@ -447,7 +319,9 @@ class RLTask:
     self._eval_rng.bit_generator.state = state['eval_rng']
     if 'episode_stats' in state:  # Absent in checkpoints of older versions.
       self._episode_stats.load_state_dict(state['episode_stats'])
-    self._trajectories = {e: _load_epoch(directory, e) for e in state['epochs']}
+    self._trajectories = {
+      e: trajectory_files.read(directory, e) for e in state['epochs']
+    }
     self._saved_epochs = set(state['epochs'])
     self._version += 1
     # Episodes running at the checkpoint go on where the envs' state was
@@ -456,31 +330,4 @@ class RLTask:
 
   def remove_stale_files(self, directory) -> None:
     """Deletes trajectory files of epochs that left the replay window."""
-    folder = epath.Path(directory) / TRAJECTORY_DIR
-    if not folder.exists():
-      return
-    keep = {trajectory_file(directory, e).name for e in self._trajectories}
-    for f in folder.glob('epoch_*.pkl'):
-      if f.name not in keep:
-        f.unlink()
-
-
-def _load_epoch(directory, epoch: int) -> list[trajectory_lib.Trajectory]:
-  states = checkpoint.load(trajectory_file(directory, epoch))
-  return [trajectory_lib.Trajectory.from_state_dict(s) for s in states]
-
-
-def load_trajectories(directory) -> list[trajectory_lib.Trajectory]:
-  """All stored trajectories of an earlier run's output_dir."""
-  folder = epath.Path(directory) / TRAJECTORY_DIR
-  files = sorted(folder.glob('epoch_*.pkl')) if folder.exists() else []
-  if not files:
-    raise ValueError(
-      f'initial_trajectories: no stored trajectories in {directory}'
-    )
-  result = []
-  for f in files:
-    result.extend(
-      trajectory_lib.Trajectory.from_state_dict(s) for s in checkpoint.load(f)
-    )
-  return result
+    trajectory_files.remove_all_but(directory, list(self._trajectories))

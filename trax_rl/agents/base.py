@@ -1,77 +1,28 @@
 """Agent: the RL lifecycle (collect, evaluate, train, save) as Trax's."""
 
-import contextlib
-import contextvars
-import inspect
-import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from etils import epath
 
-from trax_rl import checkpoint, collection, metrics, validation
+from trax_rl import collection, metrics, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.device import epoch as device_epoch
+from trax_rl.agents import checkpointing, data_paths, nonfinite, restoring
 from trax_rl.supervised import loop as loop_lib
 from trax_rl.supervised import trainer as trainer_lib
 
-CHECKPOINT_FILE = 'checkpoint.pkl'
 EpochCallback = Callable[['Agent', dict[str, Any]], None]
-# What a run does when a loss, gradient, parameter or observation turns
-# NaN or inf: stop before saving (the default), warn and train on, or not
-# check at all.
-NONFINITE_POLICIES = ('stop', 'warn', 'off')
-_LOG = logging.getLogger(__name__)
 
 
-class NonFiniteError(RuntimeError):
-  """A run stopped on a NaN or inf; the checkpoint on disk is the last finite."""
-
-
-class _RestoresOnConstruction(type):
-  """Calls `restore()` once the outermost `__init__` has finished."""
-
-  def __init__(cls, name, bases, namespace, **kwargs):
-    super().__init__(name, bases, namespace, **kwargs)
-    # Constructing the class has the signature of its __init__, for
-    # `inspect.signature` and gin, not this metaclass's (*args, **kwargs).
-    init = inspect.signature(cls.__init__)
-    cls.__signature__ = init.replace(
-      parameters=list(init.parameters.values())[1:]
-    )
-
-  def __call__(cls, *args, **kwargs):
-    agent = super().__call__(*args, **kwargs)
-    if _RESTORE_ON_CONSTRUCTION.get():
-      agent.restore()
-    return agent
-
-
-_RESTORE_ON_CONSTRUCTION = contextvars.ContextVar(
-  'restore_on_construction', default=True
-)
-
-
-@contextlib.contextmanager
-def restore_deferred() -> Iterator[None]:
-  """Agents built inside restore only when `restore()` is called.
-
-  `train_rl` builds the agent this way to compare the config with the
-  checkpoint's before loading the checkpoint.
-  """
-  token = _RESTORE_ON_CONSTRUCTION.set(False)
-  try:
-    yield
-  finally:
-    _RESTORE_ON_CONSTRUCTION.reset(token)
-
-
-class Agent(metaclass=_RestoresOnConstruction):
+class Agent(
+  checkpointing.Checkpointing,
+  data_paths.DataPaths,
+  metaclass=restoring.RestoresOnConstruction,
+):
   """An RL agent: collects trajectories into its RLTask and trains on them.
 
   As in Trax, an agent built on an `output_dir` holding a checkpoint is
@@ -165,8 +116,6 @@ class Agent(metaclass=_RestoresOnConstruction):
     self._restored = False
     self._loaded_checkpoint = False
     self._writer = None
-    self._device = None  # The device path's runner, built on first use.
-    self._collector = None  # None: collect in this process, as always.
 
   # Read-only views, as Trax's.
   @property
@@ -205,14 +154,6 @@ class Agent(metaclass=_RestoresOnConstruction):
   def n_interactions_per_epoch(self) -> int | None:
     return self._n_interactions_per_epoch
 
-  def set_collector(self, collector: Any) -> None:
-    """Hands collection to `collector` (e.g. a `RayCollector`).
-
-    It must have `collect(agent) -> average return`, `metrics() -> dict`
-    and `close()`; None collects in this process again.
-    """
-    self._collector = collector
-
   def next_key(self) -> jax.Array:
     """A fresh raw PRNG key from the agent's checkpointed key."""
     self._key, key = jax.random.split(self._key)
@@ -229,10 +170,18 @@ class Agent(metaclass=_RestoresOnConstruction):
     self._act_counts[stream] += 1
     return self._act_keys[stream], index
 
+  def reseed_acting(self, key: jax.Array) -> None:
+    """Restarts the acting key streams from `key` (one per work unit)."""
+    self._act_keys = (
+      jax.random.fold_in(key, 1),
+      jax.random.fold_in(key, 2),
+    )
+    self._act_counts = [0, 0]
+
   # To implement.
   def make_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     """A batched policy at `temperature`; `evaluation` keeps its own state."""
     raise NotImplementedError
 
@@ -247,139 +196,9 @@ class Agent(metaclass=_RestoresOnConstruction):
   def load_state_dict(self, state: dict[str, Any]) -> None:
     del state
 
-  # The device path: agents with a compiled epoch implement these three.
-  def device_program(self) -> device_epoch.DeviceProgram | None:
-    """The agent's compiled epoch; None: it steps JAX envs from the host."""
-    return None
-
-  def device_learner(self) -> Any:
-    """The learner state the device program trains (a pytree)."""
-    raise NotImplementedError
-
-  def set_device_learner(self, learner: Any) -> None:
-    """Takes the learner state back from the device program."""
-    raise NotImplementedError
-
-  def device_runner(self) -> device_epoch.DeviceRunner | None:
-    """The runner of the device path (built once), or None on the host path.
-
-    Raises:
-      ValueError: the agent cannot run on the device path as configured.
-    """
-    if self._device is None:
-      self._device = device_epoch.runner_for(self)
-    return self._device
-
   def compile_update(self) -> None:
     """Compiles one training update on a sample batch, without training."""
     raise NotImplementedError
-
-  # Hooks for rollout actors (`trax_rl.distributed`).
-  streams_experience = False  # True: learns from chunks as they arrive.
-
-  def rollout_params(self) -> Any:
-    """The parameters the training policy acts with, to ship to actors."""
-    raise NotImplementedError(
-      f'{type(self).__name__} cannot act on rollout actors'
-    )
-
-  def load_rollout_params(self, params: Any) -> None:
-    """Acts with `params` (from `rollout_params`) from now on."""
-    del params
-    raise NotImplementedError(
-      f'{type(self).__name__} cannot act on rollout actors'
-    )
-
-  def reseed_acting(self, key: jax.Array) -> None:
-    """Restarts the acting key streams from `key` (one per work unit)."""
-    self._act_keys = (
-      jax.random.fold_in(key, 1),
-      jax.random.fold_in(key, 2),
-    )
-    self._act_counts = [0, 0]
-
-  def n_updates(self) -> int:
-    """Learner updates so far: the parameter version of stream mode."""
-    return 0
-
-  def act_as_rollout_actor(
-    self, slot: int, n_slots: int, epsilon: float
-  ) -> None:
-    """Stream mode, on actor `slot` of `n_slots`: explore as that actor.
-
-    `epsilon` is the collector's Ape-X rate for the slot; agents that spread
-    their own rates over envs (R2D2) spread them over all actors' envs.
-    """
-    del slot, n_slots, epsilon
-    raise NotImplementedError(
-      f'{type(self).__name__} does not learn from a stream'
-    )
-
-  def can_take(self, n_steps: int) -> bool:
-    """Stream mode credits: whether `n_steps` more steps may be in flight."""
-    del n_steps
-    return True
-
-  def absorb(self) -> None:
-    """Stream mode: learns from this epoch's trajectories not yet used.
-
-    Called by a streaming collector after each chunk it stores; agents with
-    `streams_experience` implement it (`train_epoch` absorbs the rest).
-    """
-    raise NotImplementedError(
-      f'{type(self).__name__} does not learn from a stream'
-    )
-
-  def random_episode(self) -> list[trajectory_lib.Trajectory]:
-    """One episode of uniformly random actions on the eval env, not stored.
-
-    Gives `compile_update` real data of the right shapes.
-    """
-    policy = collection.random_policy(self._task.action_space, self._rng)
-    return self._task.collect(
-      policy, n_trajectories=1, only_eval=True
-    ).trajectories
-
-  def example_slice_batch(
-    self, batch_size: int, max_slice_length: int | None, margin: int
-  ) -> trajectory_lib.TimeStepBatch:
-    """`[B, T, ...]` slices of one random episode, for `compile_update`."""
-    return task_lib.batch_from_trajectories(
-      self.random_episode(),
-      batch_size,
-      max_slice_length,
-      margin,
-      self._task.gamma,
-      np.random.default_rng(0),
-    )
-
-  def check(self) -> dict[str, Any]:
-    """Acts once and compiles one update; what `trax-rl check` reports.
-
-    Raises:
-      ValueError: the policy's actions do not fit the env's action space.
-    """
-    env = self._task.env
-    obs, _ = env.reset(seed=0)
-    action, _ = self.make_policy(1.0, evaluation=True)(
-      np.asarray(obs), np.ones(env.num_envs, bool)
-    )
-    for a in np.asarray(action):
-      if not env.single_action_space.contains(
-        np.asarray(a, env.single_action_space.dtype)
-      ):
-        raise ValueError(
-          f'{type(self).__name__} chose action {a}, outside '
-          f'the action space {env.single_action_space}'
-        )
-    self.compile_update()
-    return {
-      'observation_space': str(env.single_observation_space),
-      'action_space': str(env.single_action_space),
-      'n_envs': env.num_envs,
-      'acting': 'ok',
-      'update': 'compiled',
-    }
 
   def policy(
     self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
@@ -454,19 +273,15 @@ class Agent(metaclass=_RestoresOnConstruction):
       on_nonfinite: when a loss (checked in every update), the parameters
         (checked once per epoch: a non-finite gradient turns them
         non-finite) or a collected observation is NaN or inf: 'stop'
-        raises NonFiniteError before the epoch is saved, so the checkpoint
+        raises `nonfinite.NonFiniteError` before the epoch is saved, so the checkpoint
         on disk stays the last finite one; 'warn' logs one line per epoch
         and trains on; 'off' does not check.
 
     Raises:
-      NonFiniteError: a non-finite value, with on_nonfinite='stop'.
+      nonfinite.NonFiniteError: a non-finite value, with on_nonfinite='stop'.
     """
     validation.check_count('n_epochs', n_epochs, 0)
-    if on_nonfinite not in NONFINITE_POLICIES:
-      raise ValueError(
-        f'on_nonfinite must be one of {NONFINITE_POLICIES}, got '
-        f'{on_nonfinite!r}'
-      )
+    nonfinite.check_policy(on_nonfinite)
     self.restore()
     for trainer in self.trainers().values():
       trainer.set_check_finite(on_nonfinite != 'off')
@@ -565,98 +380,13 @@ class Agent(metaclass=_RestoresOnConstruction):
     """Stops (raises) or warns about a non-finite `what`."""
     if step is None:  # An observation: say where training stood.
       step = max((t.step for t in self.trainers().values()), default=0)
-    message = f'non-finite {what} at epoch {self._epoch}, update step {step}'
-    if policy == 'warn':
-      _LOG.warning('%s; training on (on_nonfinite=warn)', message)
-      return
     saved = self._epoch - 1
     kept = (
-      f'{CHECKPOINT_FILE} keeps epoch {saved}'
+      f'{checkpointing.CHECKPOINT_FILE} keeps epoch {saved}'
       if self._output_dir is not None and saved
       else 'no epoch saved'
     )
-    raise NonFiniteError(
-      f"{message}; {kept} (on_nonfinite='warn' trains on anyway)"
-    )
-
-  # Checkpoints.
-  def _checkpoint_path(self) -> epath.Path:
-    return epath.Path(self._output_dir) / CHECKPOINT_FILE
-
-  def save(self) -> None:
-    """Writes the full state; the checkpoint file is the commit point."""
-    if self._output_dir is None:
-      raise ValueError('save() needs an output_dir')
-    task_state = self._task.save_to_dir(self._output_dir)
-    checkpoint.save(
-      self._checkpoint_path(),
-      {
-        'agent': type(self).__name__,
-        'epoch': self._epoch,
-        'avg_returns': self._avg_returns,
-        'avg_returns_temperatures': [
-          [t, s, v]
-          for t, d in self._avg_returns_temperatures.items()
-          for s, v in d.items()
-        ],
-        'rng': self._rng.bit_generator.state,
-        'key': np.asarray(self._key),
-        'act_counts': list(self._act_counts),
-        'task': task_state,
-        'state': self.state_dict(),
-        'device': None if self._device is None else self._device.state_dict(),
-      },
-    )
-    self._task.remove_stale_files(self._output_dir)
-
-  def restore(self) -> bool:
-    """Loads the checkpoint in output_dir, once (the constructor calls it).
-
-    Returns:
-      True if a checkpoint was loaded, now or by an earlier call.
-
-    Raises:
-      CheckpointError: the checkpoint is unreadable or of another agent.
-    """
-    if self._restored or self._output_dir is None:
-      return self._loaded_checkpoint
-    self._restored = True
-    # Temp files of writes a crash cut short are never needed again.
-    out = epath.Path(self._output_dir)
-    for stale in [*out.glob('.*.tmp*'), *out.glob('*/.*.tmp*')]:
-      stale.unlink()
-    path = self._checkpoint_path()
-    if not path.exists():
-      return False
-    ckpt = checkpoint.load(path)
-    try:
-      if ckpt['agent'] != type(self).__name__:
-        raise checkpoint.CheckpointError(
-          f'checkpoint {path} was written by {ckpt["agent"]}, not '
-          f'{type(self).__name__}'
-        )
-      self._task.load_from_dir(self._output_dir, ckpt['task'])
-      self.load_state_dict(ckpt['state'])
-      if ckpt.get('device') is not None:
-        self.device_runner().load_state_dict(
-          ckpt['device'], self.device_learner()
-        )
-      self._epoch = int(ckpt['epoch'])
-      self._avg_returns = list(ckpt['avg_returns'])
-      for t, s, v in ckpt['avg_returns_temperatures']:
-        self._avg_returns_temperatures.setdefault(t, {})[s] = list(v)
-      self._rng.bit_generator.state = ckpt['rng']
-      self._key = jax.numpy.asarray(ckpt['key'])
-      self._act_counts = [int(c) for c in ckpt['act_counts']]
-    except (KeyError, TypeError, IndexError) as e:
-      raise checkpoint.CheckpointError(
-        f'checkpoint {path} is incomplete ({e!r})'
-      ) from None
-    metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
-      'epoch', self._epoch
-    )
-    self._loaded_checkpoint = True
-    return True
+    nonfinite.report(policy, what, self._epoch, step, kept)
 
   def close(self) -> None:
     if self._collector is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from trax_rl import checkpoint
 from trax_rl import task as task_lib
+from trax_rl.device import epoch as device_epoch
 from trax_rl.device import value_epoch
 from trax_rl.replay import device_table
 from trax_rl.replay import table as table_lib
@@ -85,3 +86,48 @@ class DeviceLearnerStore:
     self._rest = checkpoint.unflatten_like(
       self._rest, state['leaves'], 'device replay'
     )
+
+
+class DevicePath:
+  """ReplayValueAgent's device hooks (see `data_paths.DataPaths`)."""
+
+  def _make_device_store(self, n_step, target_update_period):
+    """The device program and learner of a JAX env's task; else None."""
+    task = self._task
+    if task.jax_env is None or self._n_interactions_per_epoch is None:
+      return None  # make_runner names the missing n_interactions_per_epoch.
+    check_fits(task, self._n_interactions_per_epoch, self._table.max_size)
+    epoch = value_epoch.ValueEpoch(
+      env=task.jax_env,
+      network=self._network,
+      loss_fn=self._loss_fn,
+      optimizer=self._optimizer,
+      table=device_table_like(self._table),
+      exploration=self._exploration,
+      n_envs=task.n_envs,
+      n_steps=n_steps_per_epoch(task, self._n_interactions_per_epoch),
+      n_step=n_step,
+      gamma=task.gamma,
+      batch_size=self._batch_size,
+      num_sgd_steps_per_step=self._num_sgd,
+      target_update_period=target_update_period,
+      prioritized=self._prioritized,
+    )
+    return DeviceLearnerStore(epoch, self._trainer)
+
+  @property
+  def device_store(self) -> DeviceLearnerStore | None:
+    """The device program's learner between epochs (None: host path)."""
+    return self._device_store
+
+  def device_program(self) -> device_epoch.DeviceProgram | None:
+    if self._device_store is None:
+      return None
+    return self._device_store.epoch.program()
+
+  def device_learner(self) -> value_epoch.ValueLearner:
+    return self._device_store.learner()
+
+  def set_device_learner(self, learner: value_epoch.ValueLearner) -> None:
+    self._device_store.set_learner(learner)
+    self._env_steps = int(learner.env_steps)

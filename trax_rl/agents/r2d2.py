@@ -26,7 +26,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from trax_rl import policies, types, validation
+from trax_rl import collection, policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import replay_value
@@ -204,7 +204,7 @@ class R2D2(replay_value.ReplayValueAgent):
 
   def _acting_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     """Epsilon-greedy with memory; `evaluation` keeps its own core states.
 
     The info of each step holds the core state before it (`core_hidden`,

@@ -14,26 +14,20 @@ import jax
 import numpy as np
 import optax
 
+from trax_rl import collection, types, validation
 from trax_rl import task as task_lib
-from trax_rl import types, validation
 from trax_rl.agents import device_value, value_agents
-from trax_rl.device import epoch as device_epoch
-from trax_rl.device import value_epoch
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
-from trax_rl.replay import adders, samplers
+from trax_rl.replay import adders, learner_table, samplers
 from trax_rl.replay import table as table_lib
 from trax_rl.supervised import loop as loop_lib
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
-# New items enter at Acme's default priority (its adders' priority function
-# returns 1.0; Reverb's prioritized selector samples them like any item of
-# priority 1 until the learner writes their |TD|).
-_NEW_ITEM_PRIORITY = 1.0
 
 
-class ReplayValueAgent(value_agents.ValueAgent):
+class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
   """A value learner on a Reverb-like replay Table, any Acme-family loss.
 
   Each epoch: collect `n_interactions_per_epoch` env steps epsilon-greedily,
@@ -175,51 +169,6 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._add_to_replay(task.trajectories.get(0, []))
     self._device_store = self._make_device_store(n_step, target_update_period)
 
-  def _make_device_store(self, n_step, target_update_period):
-    """The device program and learner of a JAX env's task; else None."""
-    task = self._task
-    if task.jax_env is None or self._n_interactions_per_epoch is None:
-      return None  # make_runner names the missing n_interactions_per_epoch.
-    device_value.check_fits(
-      task, self._n_interactions_per_epoch, self._table.max_size
-    )
-    epoch = value_epoch.ValueEpoch(
-      env=task.jax_env,
-      network=self._network,
-      loss_fn=self._loss_fn,
-      optimizer=self._optimizer,
-      table=device_value.device_table_like(self._table),
-      exploration=self._exploration,
-      n_envs=task.n_envs,
-      n_steps=device_value.n_steps_per_epoch(
-        task, self._n_interactions_per_epoch
-      ),
-      n_step=n_step,
-      gamma=task.gamma,
-      batch_size=self._batch_size,
-      num_sgd_steps_per_step=self._num_sgd,
-      target_update_period=target_update_period,
-      prioritized=self._prioritized,
-    )
-    return device_value.DeviceLearnerStore(epoch, self._trainer)
-
-  @property
-  def device_store(self) -> device_value.DeviceLearnerStore | None:
-    """The device program's learner between epochs (None: host path)."""
-    return self._device_store
-
-  def device_program(self) -> device_epoch.DeviceProgram | None:
-    if self._device_store is None:
-      return None
-    return self._device_store.epoch.program()
-
-  def device_learner(self) -> value_epoch.ValueLearner:
-    return self._device_store.learner()
-
-  def set_device_learner(self, learner: value_epoch.ValueLearner) -> None:
-    self._device_store.set_learner(learner)
-    self._env_steps = int(learner.env_steps)
-
   # What a replay learner specializes.
   def _make_adder(self) -> Any:
     """The adder that turns trajectory slices into replay items."""
@@ -249,32 +198,22 @@ class ReplayValueAgent(value_agents.ValueAgent):
 
   def _acting_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     """The policy before the replay bookkeeping (`make_policy` adds it)."""
     return super().make_policy(temperature, evaluation)
 
   # Shared machinery.
   def _make_table(self, min_size, max_size, spi, tolerance, exponent):
-    sampler = (
+    return learner_table.make(
+      max_size,
       samplers.Prioritized(exponent)
       if self._prioritized
-      else samplers.Uniform()
-    )
-    # Learning runs after each insert chunk until the limiter stops it, so
-    # the limiter's window must let one chunk and one learner call through.
-    per_call = self._batch_size * self._num_sgd
-    offset = spi * min_size
-    slack = tolerance * offset
-    error_buffer = (
-      offset - max(per_call, slack),
-      offset + max(self._insert_chunk_size() * spi + per_call, slack),
-    )
-    return table_lib.Table(
-      max_size,
-      sampler=sampler,
-      min_size_to_sample=min_size,
-      samples_per_insert=spi,
-      error_buffer=error_buffer,
+      else samplers.Uniform(),
+      min_size,
+      spi,
+      tolerance,
+      self._batch_size * self._num_sgd,
+      self._insert_chunk_size(),
       seed=int(self._rng.integers(2**31 - 1)),
     )
 
@@ -300,7 +239,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
 
   def make_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     """The acting policy; for training it also records the stream info."""
     policy = self._acting_policy(temperature, evaluation)
     if evaluation:
@@ -337,7 +276,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     )
 
   def _insert(self, items: Any) -> None:
-    self._table.insert_batch(_as_stored(items), _NEW_ITEM_PRIORITY)
+    self._table.insert_batch(adders.as_stored(items), adders.NEW_ITEM_PRIORITY)
 
   def _learn(self, metrics: list[Any]) -> bool:
     """Learner calls while the rate limiter allows; True if there was one."""
@@ -392,7 +331,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     batches = []
     for _ in range(self._value_eval_steps):
       rows = rng.integers(n, size=self._batch_size)
-      data = _as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
+      data = adders.as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
       batches.append(types.Batch(data, probability))
     return loop_lib.mean_metrics(self._trainer, batches)
 
@@ -416,7 +355,7 @@ class ReplayValueAgent(value_agents.ValueAgent):
     """Adds this epoch's trajectories to replay and learns on it."""
     self.absorb()
     per_call = jax.device_get(self._epoch_metrics)
-    items = _concatenate(self._epoch_items)
+    items = adders.concatenate(self._epoch_items)
     self._n_absorbed, self._epoch_metrics, self._epoch_items = 0, [], []
     n_items = 0 if items is None else len(items.reward)
     metrics = {
@@ -453,17 +392,3 @@ class ReplayValueAgent(value_agents.ValueAgent):
     self._table.load_state_dict(state['table'])
     if self._device_store is not None:
       self._device_store.load_state_dict(state['device_learner'])
-
-
-def _as_stored(items: Any) -> Any:
-  """Items with integer actions as int32, as the table stores them."""
-  if np.issubdtype(items.action.dtype, np.integer):
-    return items._replace(action=items.action.astype(np.int32))
-  return items
-
-
-def _concatenate(chunks: list[Any]) -> Any:
-  """The items of an epoch's chunks as one `[N, ...]` pytree, or None."""
-  if len(chunks) <= 1:
-    return chunks[0] if chunks else None
-  return jax.tree.map(lambda *xs: np.concatenate(xs), *chunks)

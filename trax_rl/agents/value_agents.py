@@ -12,6 +12,7 @@ import optax
 from trax_rl import (
   advantages,
   checkpoint,
+  collection,
   envs,
   lr_schedules,
   policies,
@@ -19,7 +20,7 @@ from trax_rl import (
   validation,
 )
 from trax_rl import task as task_lib
-from trax_rl.agents import base
+from trax_rl.agents import base, checks
 from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
@@ -211,7 +212,7 @@ class ValueAgent(base.Agent):
 
   def make_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     """Epsilon-greedy at temperature > 0, greedy at temperature 0."""
     explore = temperature > 0
 
@@ -343,8 +344,8 @@ class DQN(ValueAgent):
 
   def compile_update(self) -> None:
     self._trainer.compile(
-      self.example_slice_batch(
-        self._batch_size, self._max_slice_length, self._margin
+      checks.example_slice_batch(
+        self._task, self._batch_size, self._max_slice_length, self._margin
       )
     )
 

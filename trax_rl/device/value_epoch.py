@@ -11,8 +11,8 @@ The device twin of `ReplayValueAgent`'s host epoch, as a
      carrying each env's last n - 1 steps to the next epoch as the adder
      carries its pending tail: step t is emitted once its n-step window is
      in, so every step becomes exactly one transition;
-  3. insert them into a `DeviceTable` at priority 1.0, as the host path
-     inserts them (Acme's adders' default priority);
+  3. insert them into a `DeviceTable` at `adders.NEW_ITEM_PRIORITY`, as the
+     host path inserts them;
   4. run learner calls while the table's rate limiter allows sampling
      `batch_size * num_sgd_steps_per_step` items: each call is the very
      update `Trainer` jits (`update.make_update_fn`: the same loss, target
@@ -36,7 +36,7 @@ from trax_rl import jax_envs, policies, types
 from trax_rl.device import epoch as device_epoch
 from trax_rl.device import rollout
 from trax_rl.networks import base as networks
-from trax_rl.replay import device_table
+from trax_rl.replay import adders, device_table
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update as update_lib
 
@@ -207,7 +207,10 @@ class ValueEpoch:
     )
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # Time major, as host.
     replay, _ = self.table.insert(
-      learner.replay, jax.tree.map(flat, transitions), 1.0, flat(ok)
+      learner.replay,
+      jax.tree.map(flat, transitions),
+      adders.NEW_ITEM_PRIORITY,
+      flat(ok),
     )
     return learner._replace(
       replay=replay,

@@ -25,7 +25,6 @@ Ray (`max_task_retries=0`): a retried call would act with stale parameters.
 """
 
 import collections
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,54 +33,7 @@ import numpy as np
 
 from trax_rl import validation
 from trax_rl.agents import base
-from trax_rl.distributed import rollout
-
-# Ray servers bind to the node IP unless told this is a single-node setup.
-_LOOPBACK_ENV = 'RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'
-_LOOPBACK_PREFIXES = ('127.', 'localhost', '[::1]')
-
-
-def import_ray(address: str | None) -> Any:
-  """Imports Ray; a local or loopback cluster keeps all sockets on 127.0.0.1.
-
-  Raises:
-    ImportError: Ray is not installed (says which extra to install).
-  """
-  if address is None or address.startswith(_LOOPBACK_PREFIXES):
-    os.environ.setdefault(_LOOPBACK_ENV, '0')
-  try:
-    import ray  # noqa: PLC0415 (optional extra, imported when asked for)
-  except ImportError:
-    raise ImportError(
-      "RayCollector needs Ray: pip install -e '.[ray]'"
-    ) from None
-  return ray
-
-
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-  """Connects to `address`, or starts a local loopback-only Ray instance.
-
-  Args:
-    address: 'host:port' of an existing cluster's head (or 'auto'); None
-      starts a local instance bound to 127.0.0.1.
-    num_cpus: CPUs of a local instance (None: all).
-
-  Returns:
-    Whether this call started (and so should stop) Ray.
-  """
-  ray = import_ray(address)
-  if ray.is_initialized():
-    return False
-  if address is None:
-    ray.init(
-      num_cpus=num_cpus,
-      include_dashboard=False,
-      _node_ip_address='127.0.0.1',
-      log_to_driver=False,
-    )
-  else:
-    ray.init(address=address, log_to_driver=False)
-  return True
+from trax_rl.distributed import ray_setup, rollout
 
 
 class RayRolloutWorker(rollout.RolloutWorker):
@@ -209,8 +161,8 @@ class RayCollector:
         'n_interactions_per_epoch, not n_trajectories_per_epoch'
       )
     agent.rollout_params()  # Fails early for agents that cannot.
-    self._started_ray = init_ray(self._address, self._local_cpus)
-    self._ray = import_ray(self._address)
+    self._started_ray = ray_setup.init_ray(self._address, self._local_cpus)
+    self._ray = ray_setup.import_ray(self._address)
     self._remote = self._ray.remote(
       num_cpus=self._actor_cpus, max_restarts=0, max_task_retries=0
     )(RayRolloutWorker)

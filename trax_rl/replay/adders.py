@@ -25,11 +25,16 @@ their stored recurrent core state.
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from trax_rl import trajectory as trajectory_lib
 from trax_rl import types, validation
 
+# New items enter at Acme's default priority (its adders' priority function
+# returns 1.0; Reverb's prioritized selector samples them like any item of
+# priority 1 until the learner writes their |TD|).
+NEW_ITEM_PRIORITY = 1.0
 STREAM = 'stream'  # Agent-info key: index of the env that played the step.
 FIRST = 'first'  # Agent-info key: True where the step starts an episode.
 _STREAM_KEYS = (STREAM, FIRST)
@@ -277,3 +282,17 @@ def _concatenate(
   if len(parts) == 1:
     return parts[0]
   return types.Transition(*[np.concatenate(field) for field in zip(*parts)])
+
+
+def as_stored(items: Any) -> Any:
+  """Items with integer actions as int32, as the table stores them."""
+  if np.issubdtype(items.action.dtype, np.integer):
+    return items._replace(action=items.action.astype(np.int32))
+  return items
+
+
+def concatenate(chunks: list[Any]) -> Any:
+  """The items of an epoch's chunks as one `[N, ...]` pytree, or None."""
+  if len(chunks) <= 1:
+    return chunks[0] if chunks else None
+  return jax.tree.map(lambda *xs: np.concatenate(xs), *chunks)

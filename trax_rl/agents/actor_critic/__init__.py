@@ -7,8 +7,11 @@ layout, not a second class tree. Modules:
 - `algorithms`: the gin names (`PPO`, `PPOJoint`, ...): an objective, a
   layout class and defaults, nothing else.
 - `agent`: `ActorCritic`, the one agent: acting, observation
-  normalization, packing trajectories, the jitted epoch, checkpoints, and
-  the old knob names (`ALIASES`, resolved there only).
+  normalization, packing trajectories, the jitted epoch, checkpoints.
+- `knobs`: the old knob names (`ALIASES`, resolved there only) and gin
+  values turned into what the objectives take.
+- `device_path`: the device path's hooks: the same jitted epoch, fed from
+  the rollout.
 - `layout`: the `Context` a layout is built from.
 - `separate`, `joint`: the layouts. Each builds its networks, optimizers
   and `Trainer`s and gives the pure epoch function below.

@@ -20,53 +20,22 @@ import numpy as np
 
 from trax_rl import (
   advantages,
+  collection,
   distributions,
   normalization,
   policies,
   validation,
 )
 from trax_rl import task as task_lib
-from trax_rl.agents import policy_agents
+from trax_rl.agents import checks, policy_agents
 from trax_rl.agents.actor_critic import data as data_lib
+from trax_rl.agents.actor_critic import device_path, knobs
 from trax_rl.agents.actor_critic import layout as layout_lib
-from trax_rl.device import actor_critic as device_ac
-from trax_rl.device import epoch as device_epoch
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.networks import base as networks
 
-# Old knob names (Trax's joint agents') -> the one name; resolved here only.
-ALIASES = {
-  'normalize_advantages': 'advantage_normalization',
-  'supervised_evals_per_epoch': 'value_evals_per_epoch',
-  'supervised_eval_steps': 'value_eval_steps',
-}
-# The key passed to layouts that draw no randomness (so none is drawn).
-_UNUSED_KEY = np.zeros(2, np.uint32)
 
-
-def resolve_aliases(kwargs: dict[str, Any]) -> dict[str, Any]:
-  """kwargs with every old knob name (`ALIASES`) replaced by its new name.
-
-  Raises:
-    ValueError: both an old name and its new name are given.
-  """
-  out = dict(kwargs)
-  for old, new in ALIASES.items():
-    if old in out:
-      if new in out:
-        raise ValueError(f'{old} is an alias of {new}: give only {new}')
-      out[new] = out.pop(old)
-  return out
-
-
-def as_thresholds(thresholds) -> tuple | None:
-  """Thresholds from gin (lists) as a tuple of tuples, or None."""
-  if not thresholds:
-    return None
-  return tuple(tuple(t) for t in thresholds)
-
-
-class ActorCritic(policy_agents.PolicyAgent):
+class ActorCritic(device_path.DevicePath, policy_agents.PolicyAgent):
   """An actor-critic: one objective on a layout of policy/value networks.
 
   Observation statistics (Trax's `Normalize`) are updated only while
@@ -99,9 +68,9 @@ class ActorCritic(policy_agents.PolicyAgent):
       task: the RLTask.
       objective: the algorithm's objective (`losses.actor_critic`).
       **kwargs: the layout's knobs and `configure`'s (old names in
-        `ALIASES` accepted).
+        `knobs.ALIASES` accepted).
     """
-    kwargs = resolve_aliases(kwargs)
+    kwargs = knobs.resolve_aliases(kwargs)
     names = inspect.signature(self.layout_class).parameters
     layout_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
     self.configure(task, objective, layout_kwargs, **kwargs)
@@ -111,9 +80,9 @@ class ActorCritic(policy_agents.PolicyAgent):
     """Every keyword the agent takes: its layout's, `configure`'s, its bases'.
 
     `__init__` takes them as **kwargs, so its signature does not show them
-    (`configurables.accepts` asks here). Old names in `ALIASES` count too.
+    (`configurables.accepts` asks here). Old names in `knobs.ALIASES` count too.
     """
-    names = set(ALIASES)
+    names = set(knobs.ALIASES)
     functions = [cls.layout_class, cls.configure]
     functions += [k.__init__ for k in inspect.getmro(cls) if k is not object]
     for fn in functions:
@@ -323,7 +292,7 @@ class ActorCritic(policy_agents.PolicyAgent):
 
   def make_policy(
     self, temperature: float, evaluation: bool
-  ) -> task_lib.BatchPolicy:
+  ) -> collection.BatchPolicy:
     space = self._task.action_space
     keep_unclipped = isinstance(space, gym.spaces.Box)
     update_stats = self._normalize and not evaluation
@@ -385,7 +354,7 @@ class ActorCritic(policy_agents.PolicyAgent):
   def example_training_data(self) -> data_lib.EpochData:
     """One random-policy episode packed and padded, for `compile_update`."""
     data = data_lib.pack_trajectories(
-      self.random_episode(),
+      checks.random_episode(self._task),
       self._policy_dist.n_inputs,
       self._task.example_observation(),
     )
@@ -398,7 +367,7 @@ class ActorCritic(policy_agents.PolicyAgent):
 
   def _train_args(self, data: data_lib.EpochData):
     idx = self._layout.minibatch_indices(self._rng, int(data.mask.sum()))
-    key = self.next_key() if self._layout.uses_key else _UNUSED_KEY
+    key = self.next_key() if self._layout.uses_key else device_path.UNUSED_KEY
     states = {name: t.state for name, t in self.trainers().items()}
     return states, self._stats, data, idx, key
 
@@ -411,47 +380,6 @@ class ActorCritic(policy_agents.PolicyAgent):
   def compile_update(self) -> None:
     data = self.example_training_data()
     self._train.lower(*self._train_args(data)).compile()
-
-  # The device path: the same pure epoch, fed from the rollout.
-  def device_program(self) -> device_epoch.DeviceProgram:
-    """`_train_fn` on the rollout's packed steps (see `device.actor_critic`).
-
-    Raises:
-      ValueError: a knob only the gymnasium path has.
-    """
-    unsupported = {
-      'normalize_observations': self._normalize,
-      'offline': self._offline,
-      'n_replay_epochs > 1': self._task.n_replay_epochs > 1,
-      'added_policy_slice_length > 0': self._margin > 0,
-    }
-    for name, used in unsupported.items():
-      if used:
-        raise ValueError(
-          f'{type(self).__name__} on the device path has no {name} yet: '
-          'use a gymnasium env id for this config'
-        )
-    trainers = self.trainers()
-    acting = [
-      n for n, t in trainers.items() if t is self._layout.acting_trainer
-    ]
-    return device_ac.make_program(
-      self.policy_network(),
-      self._policy_dist,
-      acting[0],
-      self._stats,
-      data_lib.EpochData,
-      self._layout.minibatch_indices,
-      self._train_fn,
-      None if self._layout.uses_key else _UNUSED_KEY,
-    )
-
-  def device_learner(self) -> dict[str, Any]:
-    return {name: t.state for name, t in self.trainers().items()}
-
-  def set_device_learner(self, learner: dict[str, Any]) -> None:
-    for name, state in learner.items():
-      self.trainers()[name].state = state
 
   def state_dict(self) -> dict[str, Any]:
     state = dict(

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 from trax_rl import task as task_lib
 from trax_rl import validation
-from trax_rl.agents.actor_critic import agent, joint, separate
+from trax_rl.agents.actor_critic import agent, joint, knobs, separate
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.networks import models
 
 
 def _awr(beta, w_max, thresholds) -> ac_losses.AWRObjective:
   validation.check_positive('beta', beta)
-  return ac_losses.AWRObjective(beta, w_max, agent.as_thresholds(thresholds))
+  return ac_losses.AWRObjective(beta, w_max, knobs.as_thresholds(thresholds))
 
 
 def _ppo(epsilon) -> ac_losses.PPOObjective:

@@ -1,0 +1,156 @@
+"""Checks of a run's gin bindings: unused, changed on resume, unknown.
+
+They read gin's parsed and operative configs as text (gin's own parser),
+so they see exactly the bindings the run was given and the values its
+calls took.
+"""
+
+import logging
+import re
+
+import gin
+from etils import epath
+
+_LOG = logging.getLogger(__name__)
+
+
+# Run-time switches of train_rl: they may differ between a run and its resume.
+_NOT_CONFIG = frozenset(
+  {
+    'n_epochs',
+    'callbacks',
+    'output_dir',
+    'build_only',
+    'on_nonfinite',
+    'strict',
+    'allow_config_change',
+    'collector',  # Where experience comes from; resuming may change it.
+  }
+)
+# Where experience comes from (actors, cluster address) is a run-time
+# choice too: a run may resume on another cluster or with more actors.
+_COLLECTORS = frozenset({'LocalCollector', 'RayCollector'})
+Binding = tuple[str, str, str]  # (scope, selector, parameter)
+
+
+def _bindings(config_text: str) -> dict[Binding, str]:
+  """The bindings of a gin config text, with their values as text."""
+  parser = gin.config_parser.ConfigParser(
+    config_text, gin.config.ParserDelegate(skip_unknown=True)
+  )
+  return {
+    (st.scope or '', st.selector, st.arg_name): repr(st.value)
+    for st in parser
+    if isinstance(st, gin.config_parser.BindingStatement)
+    and not st.selector.endswith('macro')
+  }
+
+
+def _name(binding: Binding) -> str:
+  scope, selector, parameter = binding
+  name = f'{scope + "/" if scope else ""}{selector}'
+  return f'{name}.{parameter}' if parameter else name  # A macro: no parameter.
+
+
+def unused_bindings() -> list[str]:
+  """Parsed bindings that no configurable call has read, by name.
+
+  A binding is read when some call in the operative config took its value
+  from it: the call's selector and parameter match, and of the bindings
+  whose scope encloses the call's scope it is the innermost. So a binding
+  to a configurable nobody calls, one in a misspelt scope, and an unscoped
+  one that every (scoped) call overrides are all unused.
+
+  Returns:
+    Sorted 'scope/selector.parameter' names.
+  """
+  parsed = _bindings(gin.config_str())
+  used = set()
+  for scope, selector, parameter in _bindings(gin.operative_config_str()):
+    enclosing = [
+      b
+      for b in parsed
+      if b[1:] == (selector, parameter)
+      and (not b[0] or scope == b[0] or scope.startswith(b[0] + '/'))
+    ]
+    if enclosing:
+      used.add(max(enclosing, key=lambda b: len(b[0])))
+  return sorted(_name(b) for b in parsed if b not in used)
+
+
+def changed_bindings(config_text: str) -> list[str]:
+  """How the operative config differs from an earlier run's config.gin.
+
+  Only configurables already called are compared (one called later in the
+  run has no operative values yet); train_rl's run-time switches (n_epochs,
+  on_nonfinite, ...) are not config.
+
+  Args:
+    config_text: the earlier run's config.gin.
+
+  Returns:
+    Sorted 'name: old -> new' lines ('unset' where one side has none).
+  """
+  old = _bindings(config_text)
+  new = _bindings(gin.operative_config_str())
+  called = {b[:2] for b in new}
+  return sorted(
+    f'{_name(b)}: {old.get(b, "unset")} -> {new.get(b, "unset")}'
+    for b in set(old) | set(new)
+    if b[:2] in called
+    and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
+    and b[1].split('.')[-1] not in _COLLECTORS
+    and old.get(b) != new.get(b)
+  )
+
+
+def check_config_change(path: epath.Path | None, allow: bool) -> list[str]:
+  """Compares an earlier run's config.gin with the operative config.
+
+  Args:
+    path: the earlier run's config.gin, or None.
+    allow: whether a changed config may go on (else it is an error).
+
+  Returns:
+    The changed bindings (empty without an earlier config.gin).
+
+  Raises:
+    ValueError: bindings changed and `allow` is False.
+  """
+  if path is None or not path.exists():
+    return []
+  changed = changed_bindings(path.read_text())
+  if changed and not allow:
+    raise ValueError(
+      f'the config differs from {path} in {"; ".join(changed)}: rerun with '
+      '--allow_config_change to continue with it, or use a new --output_dir'
+    )
+  if changed:
+    _LOG.warning('resuming with changed bindings: %s', '; '.join(changed))
+  return changed
+
+
+def binding_error(error: TypeError) -> Exception:
+  """A one-line ValueError for a gin binding the agent cannot take.
+
+  An agent's **kwargs lets gin accept any parameter name, and an agent that
+  fixes a parent's knob itself (PolicyGradient's on-policy
+  `n_replay_epochs`) receives a binding of it twice: both name the binding.
+  """
+  text = str(error)
+  where = re.search(r"In call to configurable '([\w.]+)'", text)
+  owner = where.group(1) if where else 'the agent'
+  unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
+  if unknown is not None:
+    name = unknown.group(1)
+    return ValueError(
+      f'unknown gin binding {owner}.{name}: {owner} has no parameter {name!r}'
+    )
+  twice = re.search(r"multiple values for keyword argument '(\w+)'", text)
+  if twice is not None:
+    name = twice.group(1)
+    return ValueError(
+      f'gin binding {owner}.{name} cannot take effect: {owner} sets {name} '
+      'itself'
+    )
+  return error
