@@ -308,3 +308,62 @@ def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
   # The states were not touched; every trainer took its updates.
   for name, trainer in agent.trainers().items():
     assert trainer.step == 0 and int(out_a[name].step) == 2
+
+
+def _one_epoch_record(agent_class, **kwargs):
+  agent = agent_class(
+    _counting_task(), n_interactions_per_epoch=8, seed=0, **{**TINY, **kwargs}
+  )
+  records = []
+  agent.run(1, callbacks=[lambda a, record: records.append(record)])
+  return agent, records[0]
+
+
+@pytest.mark.parametrize('agent_class', [ac.PPO, ac.AWR])
+def test_supervised_evals_are_reported_and_change_no_update(agent_class):
+  # Trax's per-epoch evals: rounds of updates, each ending with the loss
+  # averaged over `*_eval_steps` batches, the last round's reported.
+  rounds = dict(
+    policy_train_steps_per_epoch=4,
+    value_train_steps_per_epoch=4,
+    policy_evals_per_epoch=2,
+    value_evals_per_epoch=2,
+  )
+  off, quiet = _one_epoch_record(
+    agent_class, policy_eval_steps=0, value_eval_steps=0, **rounds
+  )
+  on, loud = _one_epoch_record(
+    agent_class, policy_eval_steps=3, value_eval_steps=2, **rounds
+  )
+  assert not any(k.startswith(('policy_eval/', 'value_eval/')) for k in quiet)
+  for name in ('policy_eval/loss', 'value_eval/loss'):
+    assert np.isfinite(loud[name])
+  for name in ('policy', 'value'):
+    for a, b in zip(
+      _leaves(off.trainers()[name].params), _leaves(on.trainers()[name].params)
+    ):
+      np.testing.assert_array_equal(a, b)
+  # One round: the same updates, evaluated on other batches.
+  _, single = _one_epoch_record(
+    agent_class,
+    policy_eval_steps=3,
+    value_eval_steps=2,
+    **dict(rounds, policy_evals_per_epoch=1),
+  )
+  assert single['policy/loss'] == pytest.approx(loud['policy/loss'])
+  assert single['policy_eval/loss'] != loud['policy_eval/loss']
+
+
+def test_evals_per_epoch_must_divide_the_updates():
+  with pytest.raises(ValueError, match='policy_evals_per_epoch'):
+    ac.PPO(
+      _counting_task(),
+      n_interactions_per_epoch=8,
+      **dict(TINY, policy_evals_per_epoch=3),
+    )
+  with pytest.raises(ValueError, match='value_eval_steps'):
+    ac.PPO(
+      _counting_task(),
+      n_interactions_per_epoch=8,
+      **dict(TINY, value_eval_steps=-1),
+    )

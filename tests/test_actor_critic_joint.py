@@ -166,3 +166,27 @@ def test_alias_and_misspelled_knob_in_gin(tmp_path):
     )
   with pytest.raises(ValueError, match='unknown gin binding PPOJoint.normal'):
     build('PPOJoint.normalise_advantages = False')
+
+
+def test_joint_evals_are_reported_and_change_no_update():
+  records = {}
+  agents = {}
+  for steps in (0, 2):
+    agent = acj.PPOJoint(
+      _counting_task(),
+      n_interactions_per_epoch=8,
+      seed=0,
+      **dict(TINY, train_steps_per_epoch=4),
+      value_evals_per_epoch=2,
+      value_eval_steps=steps,
+    )
+    out = []
+    agent.run(1, callbacks=[lambda a, r, out=out: out.append(r)])
+    records[steps], agents[steps] = out[0], agent
+  assert 'joint_eval/loss' not in records[0]
+  assert np.isfinite(records[2]['joint_eval/loss'])
+  for a, b in zip(
+    _leaves(agents[0].trainers()['joint'].params),
+    _leaves(agents[2].trainers()['joint'].params),
+  ):
+    np.testing.assert_array_equal(a, b)

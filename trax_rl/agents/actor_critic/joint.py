@@ -52,12 +52,14 @@ class Joint:
       lr_schedule: zero-argument factory of the learning rate or schedule.
       batch_size: steps per update (times max_slice_length).
       train_steps_per_epoch: updates per epoch.
-      value_evals_per_epoch: off-policy (AWRJoint) only: how often per
-        epoch advantages and value targets are recomputed with the current
-        network; must divide train_steps_per_epoch (Trax's joint name:
+      value_evals_per_epoch: rounds per epoch, each ending with an
+        evaluation; must divide train_steps_per_epoch. Off-policy agents
+        (AWRJoint) recompute advantages and value targets with the current
+        network at the start of each (Trax's joint name:
         supervised_evals_per_epoch).
-      value_eval_steps: accepted for Trax configs (Trax's joint name:
-        supervised_eval_steps).
+      value_eval_steps: batches each evaluation averages its loss metrics
+        over (`joint_eval/...`, the last round's); 0: none (Trax's joint
+        name: supervised_eval_steps).
       value_loss_coeff: weight of the value loss.
 
     Raises:
@@ -70,11 +72,12 @@ class Joint:
         value_evals_per_epoch=value_evals_per_epoch,
         value_eval_steps=value_eval_steps,
       ),
-      'train_steps_per_epoch',
+      {'value_evals_per_epoch': 'train_steps_per_epoch'},
     )
     self._context = context
     self._steps = train_steps_per_epoch
-    self._rounds = 1 if context.on_policy else value_evals_per_epoch
+    self._rounds = value_evals_per_epoch
+    self._eval_steps = value_eval_steps
     self._batch = batch_size * context.max_slice_length
     self._net = networks.from_module(
       joint_model(n_inputs=context.distribution.n_inputs),
@@ -89,6 +92,7 @@ class Joint:
         self._net, loss, opt, seed=context.next_key(), name='joint'
       )
     }
+    self._loss = loss
     self._update = update.make_update_fn(self._net, loss, opt)
     # The acting policy: the network and the Trainer that holds its params.
     self.acting_network = self._net
@@ -119,25 +123,36 @@ class Joint:
       (new states, {'joint/...': ...} metrics).
     """
     del key
-    _, first_targets, first_values = self._advantages(
+    first_adv, first_targets, first_values = self._advantages(
       states['joint'].params, data
     )
 
     def one_round(state, round_idx):
-      adv, targets, _ = self._advantages(
-        jax.lax.stop_gradient(state.params), data
-      )
-
+      adv, targets = first_adv, first_targets  # On-policy: the acting net's.
+      if not self._context.on_policy:
+        adv, targets, _ = self._advantages(
+          jax.lax.stop_gradient(state.params), data
+        )
       make_batch = data_lib.policy_minibatches(
         self._context.distribution, data, adv, targets
       )
-      return jax.lax.scan(
+      state, extras = jax.lax.scan(
         lambda state, i: self._update(state, make_batch(i)), state, round_idx
       )
+      evals = layout.evaluate(
+        self._loss, self._net, state, make_batch, round_idx, self._eval_steps
+      )
+      return state, (extras.metrics, evals)
 
-    state, extras = jax.lax.scan(one_round, states['joint'], idx['joint'])
-    metrics = jax.tree.map(jnp.mean, extras.metrics)
+    state, (metrics, evals) = jax.lax.scan(
+      one_round, states['joint'], idx['joint']
+    )
+    metrics = jax.tree.map(jnp.mean, metrics)
     metrics['explained_variance_before'] = value_estimates.explained_variance(
       first_values, first_targets, data.mask
     )
-    return {'joint': state}, {f'joint/{k}': v for k, v in metrics.items()}
+    record = {f'joint/{k}': v for k, v in metrics.items()}
+    record.update(
+      {f'joint_eval/{k}': v for k, v in layout.last_round(evals).items()}
+    )
+    return {'joint': state}, record

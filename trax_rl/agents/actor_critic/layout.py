@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from trax_rl import validation
 from trax_rl.agents.actor_critic import data as data_lib
@@ -57,21 +58,64 @@ class Context:
   next_key: Callable[[], jax.Array]
 
 
-def check_counts(counts: dict[str, int], steps_name: str) -> None:
-  """Every count >= 1; counts[steps_name] a multiple of the value evals.
+def check_counts(counts: dict[str, int], rounds: dict[str, str]) -> None:
+  """Counts >= 1 (`*_eval_steps` >= 0); each rounds knob divides its steps.
 
   Args:
-    counts: knob name -> value; must hold 'value_evals_per_epoch'.
-    steps_name: the knob of the updates the value evals divide.
+    counts: knob name -> value.
+    rounds: rounds knob -> the knob of the updates it divides, e.g.
+      {'value_evals_per_epoch': 'value_train_steps_per_epoch'}.
 
   Raises:
     ValueError: naming the knob.
   """
   for name, value in counts.items():
-    validation.check_count(name, value, 1)
-  steps, evals = counts[steps_name], counts['value_evals_per_epoch']
-  if steps % evals:
-    raise ValueError(
-      f'{steps_name} ({steps}) must be a multiple of value_evals_per_epoch '
-      f'({evals})'
+    validation.check_count(name, value, 0 if name.endswith('eval_steps') else 1)
+  for name, steps_name in rounds.items():
+    steps, evals = counts[steps_name], counts[name]
+    if steps % evals:
+      raise ValueError(
+        f'{steps_name} ({steps}) must be a multiple of {name} ({evals})'
+      )
+
+
+def evaluate(
+  loss_fn: Any,
+  network: Any,
+  state: Any,
+  make_batch: Callable[[jax.Array], Any],
+  round_idx: jax.Array,
+  n_batches: int,
+) -> dict[str, jax.Array]:
+  """Trax's supervised eval: mean loss metrics on batches, no update.
+
+  Args:
+    loss_fn: the trainer's loss, `loss(network, params, target_params,
+      batch, key)`.
+    network: its network.
+    state: the TrainState to evaluate.
+    make_batch: step indices [B] -> the loss's batch.
+    round_idx: the round's minibatch indices [K, B]; the eval takes its
+      first `n_batches` rows (cycling when there are fewer), so it draws
+      no randomness of its own.
+    n_batches: batches to evaluate (0: no eval, empty metrics).
+
+  Returns:
+    The mean of each metric and of 'loss' over the batches.
+  """
+  if not n_batches:
+    return {}
+  rows = round_idx[jnp.arange(n_batches) % round_idx.shape[0]]
+
+  def one(i):
+    value, extra = loss_fn(
+      network, state.params, state.target_params, make_batch(i), state.key
     )
+    return dict(extra.metrics, loss=value)
+
+  return jax.tree.map(jnp.mean, jax.lax.map(one, rows))
+
+
+def last_round(metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """The last round's values of per-round `[R]` metrics."""
+  return jax.tree.map(lambda x: x[-1], metrics)

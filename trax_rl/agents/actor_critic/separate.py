@@ -69,11 +69,13 @@ class Separate:
       value_lr_schedule: zero-argument factory of the value learning rate.
       value_batch_size: steps per value update (times max_slice_length).
       value_train_steps_per_epoch: value updates per epoch.
-      value_evals_per_epoch: how often per epoch the value targets are
-        recomputed with the current value network (Trax synced its target
-        network at every value evaluation); off-policy agents only.
-      value_eval_steps: accepted for Trax configs (metrics are reported
-        every epoch).
+      value_evals_per_epoch: value rounds per epoch; must divide
+        value_train_steps_per_epoch. Each ends with an evaluation, and
+        off-policy agents recompute the value targets with the current
+        value network at the start of each (Trax synced its target network
+        at every value evaluation).
+      value_eval_steps: batches each value evaluation averages its loss
+        metrics over (`value_eval/...`, the last round's); 0: none.
       n_shared_layers: number of body layers shared by the policy and value
         networks (copied between them around value training, as Trax's).
       scale_value_targets: the value network predicts V * (1 - gamma).
@@ -93,8 +95,10 @@ class Separate:
       policy_lr_schedule: zero-argument factory of the policy learning rate.
       policy_batch_size: steps per policy update (times max_slice_length).
       policy_train_steps_per_epoch: policy updates per epoch.
-      policy_evals_per_epoch: accepted for Trax configs.
-      policy_eval_steps: accepted for Trax configs.
+      policy_evals_per_epoch: policy rounds per epoch, each ending with an
+        evaluation; must divide policy_train_steps_per_epoch.
+      policy_eval_steps: batches each policy evaluation averages its loss
+        metrics over (`policy_eval/...`, the last round's); 0: none.
 
     Raises:
       ValueError: bad counts or knob values.
@@ -111,7 +115,10 @@ class Separate:
         policy_eval_steps=policy_eval_steps,
         q_value_n_samples=q_value_n_samples,
       ),
-      'value_train_steps_per_epoch',
+      {
+        'value_evals_per_epoch': 'value_train_steps_per_epoch',
+        'policy_evals_per_epoch': 'policy_train_steps_per_epoch',
+      },
     )
     validation.check_count('n_shared_layers', n_shared_layers, 0)
     self._context = context
@@ -119,6 +126,9 @@ class Separate:
     normalization = value_estimates.normalization_fn(q_value_normalization)
     self._value_steps = value_train_steps_per_epoch
     self._value_rounds = value_evals_per_epoch
+    self._value_eval_steps = value_eval_steps
+    self._policy_rounds = policy_evals_per_epoch
+    self._policy_eval_steps = policy_eval_steps
     self._value_batch = value_batch_size * context.max_slice_length
     self._policy_steps = policy_train_steps_per_epoch
     self._policy_batch = policy_batch_size * context.max_slice_length
@@ -180,19 +190,50 @@ class Separate:
       self._policy_net, policy_loss, policy_opt
     )
     self._value_update = update.make_update_fn(value_net, value_loss, value_opt)
+    self._losses = {
+      'policy': (policy_loss, self._policy_net),
+      'value': (value_loss, value_net),
+    }
     # The acting policy: the network and the Trainer that holds its params.
     self.acting_network = self._policy_net
     self.acting_trainer = self.trainers['policy']
 
   def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
-    """{'value': [E, K, B], 'policy': [K, B]} step indices (value first)."""
+    """{'value': [E, K, B], 'policy': [R, K, B]} indices (value first).
+
+    E and R are the value and policy rounds (`*_evals_per_epoch`).
+    """
     value = data_lib.minibatch_indices(
       rng, n_valid, self._value_steps, self._value_batch
     ).reshape(self._value_rounds, -1, self._value_batch)
     policy = data_lib.minibatch_indices(
       rng, n_valid, self._policy_steps, self._policy_batch
-    )
+    ).reshape(self._policy_rounds, -1, self._policy_batch)
     return {'value': value, 'policy': policy}
+
+  def _rounds(self, name, state, idx, key, make_batch, eval_steps):
+    """Rounds of updates, each ending with an eval; idx [R, K, B].
+
+    `make_batch(state, key)` gives the round's `batch(i)` of steps i, from
+    the round's starting state and a key of its own.
+    """
+    loss_fn, network = self._losses[name]
+    update_fn = {'policy': self._policy_update, 'value': self._value_update}
+
+    def one_round(state, xs):
+      round_idx, round_key = xs
+      batch_of = make_batch(state, round_key)
+      state, extras = jax.lax.scan(
+        lambda s, i: update_fn[name](s, batch_of(i)), state, round_idx
+      )
+      evals = layout.evaluate(
+        loss_fn, network, state, batch_of, round_idx, eval_steps
+      )
+      return state, (extras.metrics, evals)
+
+    keys = jax.random.split(key, idx.shape[0])
+    state, (metrics, evals) = jax.lax.scan(one_round, state, (idx, keys))
+    return state, metrics, layout.last_round(evals)
 
   # The pure epoch.
   def _advantages(self, value_params, policy_params, data, key, aggregate):
@@ -213,25 +254,19 @@ class Separate:
   def _value_phase(self, value_state, policy_params, data, idx, key, targets):
     """Value updates in `value_evals_per_epoch` rounds; idx [E, K, B]."""
 
-    def one_round(state, xs):
-      round_idx, round_key = xs
+    def make_batch(state, round_key):
       round_targets = targets
       if round_targets is None:  # Off-policy: targets from the new values.
         _, round_targets, _ = self._advantages(
           state.params, policy_params, data, round_key, self._aggregate
         )
+      return lambda i: ac_losses.ValueBatch(
+        data.observation[i], data.action[i], round_targets[i], data.mask[i]
+      )
 
-      def step(state, i):
-        batch = ac_losses.ValueBatch(
-          data.observation[i], data.action[i], round_targets[i], data.mask[i]
-        )
-        return self._value_update(state, batch)
-
-      return jax.lax.scan(step, state, round_idx)
-
-    keys = jax.random.split(key, idx.shape[0])
-    state, extras = jax.lax.scan(one_round, value_state, (idx, keys))
-    return state, extras.metrics
+    return self._rounds(
+      'value', value_state, idx, key, make_batch, self._value_eval_steps
+    )
 
   def _policy_batches(self, value_params, data, adv, targets, key):
     """`make_batch(i)` of the policy loss for minibatch indices i [B]."""
@@ -274,7 +309,7 @@ class Separate:
       adv, targets, values = self._advantages(
         value_state.params, policy_state.params, data, adv_key, self._aggregate
       )
-    value_state, value_metrics = self._value_phase(
+    value_state, value_metrics, value_evals = self._value_phase(
       value_state, policy_state.params, data, idx['value'], value_key, targets
     )
     value_metrics = jax.tree.map(jnp.mean, value_metrics)
@@ -297,13 +332,18 @@ class Separate:
     make_batch = self._policy_batches(
       value_state.params, data, adv, targets, policy_key
     )
-    policy_state, extras = jax.lax.scan(
-      lambda state, i: self._policy_update(state, make_batch(i)),
+    policy_state, policy_metrics, policy_evals = self._rounds(
+      'policy',
       policy_state,
       idx['policy'],
+      policy_key,
+      lambda state, key: make_batch,
+      self._policy_eval_steps,
     )
     metrics = {f'value/{k}': v for k, v in value_metrics.items()}
     metrics.update(
-      {f'policy/{k}': jnp.mean(v) for k, v in extras.metrics.items()}
+      {f'policy/{k}': jnp.mean(v) for k, v in policy_metrics.items()}
     )
+    metrics.update({f'value_eval/{k}': v for k, v in value_evals.items()})
+    metrics.update({f'policy_eval/{k}': v for k, v in policy_evals.items()})
     return {'value': value_state, 'policy': policy_state}, metrics
