@@ -301,12 +301,6 @@ class _Translator:
     if (b.name, param) == ('RLTask', 'env'):
       value = self.env(value)
     if not self.accepts(b.name, param):
-      if param in trax_names.METRICS_ONLY:
-        self.notices.append(
-          f'Trax binding {b.key} (supervised-eval metrics only) is not '
-          f'implemented by trax_rl {b.name} yet: not applied'
-        )
-        return []
       raise self.fail(b, f'{b.name} has no parameter {param!r}; remove it')
     return [f'{b.scope}{b.name}.{param} = {value}']
 

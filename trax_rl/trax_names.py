@@ -44,18 +44,6 @@ UNSUPPORTED_PARAMS = {
   ('PolicyAndValue', 'policy_top'): 'trax_rl PolicyAndValue has Dense heads',
   ('PolicyAndValue', 'value_top'): 'trax_rl PolicyAndValue has Dense heads',
 }
-# Trax's supervised-eval knobs only log metrics: until the agent has them,
-# they are dropped with a notice.
-METRICS_ONLY = frozenset(
-  (
-    'value_evals_per_epoch',
-    'value_eval_steps',
-    'policy_evals_per_epoch',
-    'policy_eval_steps',
-    'supervised_evals_per_epoch',
-    'supervised_eval_steps',
-  )
-)
 # Trax defaults that differ from trax_rl's, written out when not bound.
 TRAX_DEFAULTS = {
   'MLP': {'layer_widths': '(128, 64)', 'out_activation': 'False'},
