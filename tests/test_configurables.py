@@ -1,11 +1,13 @@
 """Every gin knob of trax_rl is documented and does something.
 
 `test_every_parameter_has_an_args_line` walks every trax_rl configurable
-gin knows (`gin_registry.registered()` and `configurables.train_rl`). `test_knob_changes_behaviour`
-checks a fixed sample of knobs, `KNOBS`: at least one per agent
-configurable, chosen to cover the kinds of knob (data, loss, exploration,
-evaluation, replay) of each; changing each one from the baseline of its
-agent must change the trained params or the epoch record.
+gin knows (`gin_registry.registered()` and `configurables.train_rl`),
+agents whose knobs pass through **kwargs by their `parameter_names()`.
+`test_knob_changes_behaviour` checks a fixed sample of knobs, `KNOBS`: at
+least one per agent family (the actor-critic layouts included), chosen to
+cover the kinds of knob (data, loss, exploration, evaluation, replay) of
+each; changing each one from the baseline of its agent must change the
+trained params or the epoch record.
 `test_binding_that_cannot_take_effect_is_one_line` covers the knobs an
 agent owns itself.
 """
@@ -28,6 +30,8 @@ from trax_rl.agents import (
   replay_value,
   value_agents,
 )
+from trax_rl.agents.actor_critic import algorithms as actor_critic
+from trax_rl.agents.actor_critic import knobs
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
 
@@ -37,10 +41,19 @@ _FLAX_FIELDS = ('parent', 'name')  # flax.linen.Module's own fields.
 
 
 def _documented_names(obj) -> set[str]:
-  """Names with a line in the Args:/Attributes: sections of obj's docs."""
+  """Names with a line in the Args:/Attributes: sections of obj's docs.
+
+  An agent whose knobs go through **kwargs (`parameter_names()`) is
+  documented by every class and function those knobs reach.
+  """
   docs = [inspect.getdoc(obj) or '']
   if inspect.isclass(obj) and not dataclasses.is_dataclass(obj):
     docs.append(inspect.getdoc(obj.__init__) or '')
+  if hasattr(obj, 'parameter_names'):
+    for owner in inspect.getmro(obj):
+      docs.append(inspect.getdoc(owner.__dict__.get('__init__')) or '')
+    docs.append(inspect.getdoc(obj.configure) or '')
+    docs.append(inspect.getdoc(obj.layout_class.__init__) or '')
   names, inside = set(), False
   for line in '\n'.join(docs).splitlines():
     if _SECTION.match(line):
@@ -55,6 +68,8 @@ def _documented_names(obj) -> set[str]:
 
 
 def _parameters(obj) -> list[str]:
+  if hasattr(obj, 'parameter_names'):
+    return sorted(obj.parameter_names() - set(knobs.ALIASES))
   names = []
   for name, p in inspect.signature(obj).parameters.items():
     if p.kind is p.VAR_KEYWORD:
@@ -102,7 +117,33 @@ def _tiny(cls, make_task=_task, **defaults):
 
 
 POLICY = functools.partial(models.Policy, body=SMALL_MLP)
+SEPARATE = dict(
+  policy_model=POLICY,
+  value_model=functools.partial(models.Value, body=SMALL_MLP),
+  policy_batch_size=4,
+  value_batch_size=4,
+  policy_train_steps_per_epoch=2,
+  value_train_steps_per_epoch=2,
+  n_interactions_per_epoch=16,
+)
 BASELINES = {
+  'PPO': _tiny(actor_critic.PPO, **SEPARATE),
+  'A2C': _tiny(actor_critic.A2C, **SEPARATE),
+  'AWR': _tiny(actor_critic.AWR, **SEPARATE),
+  'SamplingAWR': _tiny(
+    actor_critic.SamplingAWR,
+    **dict(
+      SEPARATE,
+      value_model=functools.partial(models.ActionValue, body=SMALL_MLP),
+    ),
+  ),
+  'PPOJoint': _tiny(
+    actor_critic.PPOJoint,
+    joint_model=functools.partial(models.PolicyAndValue, body=SMALL_MLP),
+    batch_size=4,
+    train_steps_per_epoch=2,
+    n_interactions_per_epoch=16,
+  ),
   'PolicyGradient': _tiny(
     policy_agents.PolicyGradient,
     model_fn=POLICY,
@@ -152,6 +193,14 @@ BASELINES = {
 
 # (agent, knob, changed value): the fixed sample.
 KNOBS = [
+  ('PPO', 'epsilon', 1e-4),
+  ('PPO', 'policy_eval_steps', 0),
+  ('A2C', 'entropy_coeff', 0.5),
+  ('AWR', 'beta', 0.05),
+  ('AWR', 'value_evals_per_epoch', 2),
+  ('SamplingAWR', 'q_value_n_samples', 3),
+  ('PPOJoint', 'value_loss_coeff', 2.0),
+  ('PPOJoint', 'advantage_normalization', False),
   ('PolicyGradient', 'batch_size', 8),
   ('PolicyGradient', 'policy_eval_steps', 0),
   ('ExpertIteration', 'quantile', 0.0),
@@ -177,8 +226,7 @@ def _outcome(agent_name, **overrides):
   agent = BASELINES[agent_name](seed=0, **overrides)
   records = []
   agent.run(1, callbacks=[lambda _, record: records.append(record)])
-  params = agent.policy_params() if hasattr(agent, 'loop') else None
-  params = params if params is not None else agent.trainer.params
+  params = {name: t.params for name, t in agent.trainers().items()}
   record = {
     k: v for k, v in records[0].items() if not k.endswith('_s')
   }  # Timings always differ.

@@ -84,10 +84,12 @@ class ActorCritic(device_path.DevicePath, policy_agents.PolicyAgent):
     """
     names = set(knobs.ALIASES)
     functions = [cls.layout_class, cls.configure]
-    functions += [k.__init__ for k in inspect.getmro(cls) if k is not object]
+    functions += [
+      k.__init__ for k in inspect.getmro(cls) if '__init__' in vars(k)
+    ]
     for fn in functions:
       names.update(inspect.signature(fn).parameters)
-    return names - {'self', 'kwargs', 'task', 'objective', 'layout_kwargs'}
+    return names - {'self', 'args', 'kwargs', 'objective', 'layout_kwargs'}
 
   def configure(
     self,
