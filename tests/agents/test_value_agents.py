@@ -19,7 +19,9 @@ from trax_rl.networks import base as networks_base
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 # Q(o) = w * o: observations are the Q-values themselves, [A] per step.
 Q_NET = networks_base.Network(
   init=lambda key: {'w': jnp.float32(1.0)},

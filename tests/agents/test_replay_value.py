@@ -15,7 +15,9 @@ from trax_rl.networks import models
 from trax_rl.replay import samplers
 from trax_rl.testing import fake_envs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 SMALL_Q = functools.partial(
   models.Quality, body=functools.partial(models.MLP, layer_widths=(16,))
 )
