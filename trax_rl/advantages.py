@@ -287,16 +287,9 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
 
   def estimator(rewards, returns, values, dones, discount_mask, mask=None):
     del returns
-    rewards, values, dones, discount_mask, mask = _prepare(
-      margin,
-      rewards=rewards,
-      values=values,
-      dones=dones,
-      discount_mask=discount_mask,
-      mask=mask,
+    rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
+      margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
     )
-    gammas = mask_discount(gamma, discount_mask)
-    lambdas = mask_discount(lambda_, discount_mask)
     lambda_returns = _lambda_returns(
       rewards, values, dones, gammas, lambdas, mask
     )
@@ -304,6 +297,28 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
     return (lambda_returns - values)[:, : length - margin]
 
   return estimator
+
+
+def _prepare_lambda(
+  margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
+):
+  """`_prepare`d inputs of a lambda estimator, with per-step gamma, lambda.
+
+  Returns:
+    (rewards, values, dones, mask, gammas, lambdas); gammas and lambdas are
+    1 where discount_mask is 0.
+  """
+  rewards, values, dones, discount_mask, mask = _prepare(
+    margin,
+    rewards=rewards,
+    values=values,
+    dones=dones,
+    discount_mask=discount_mask,
+    mask=mask,
+  )
+  gammas = mask_discount(gamma, discount_mask)
+  lambdas = mask_discount(lambda_, discount_mask)
+  return rewards, values, dones, mask, gammas, lambdas
 
 
 def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
@@ -336,16 +351,9 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
 
   def estimator(rewards, returns, values, dones, discount_mask, mask=None):
     del returns
-    rewards, values, dones, discount_mask, mask = _prepare(
-      margin,
-      rewards=rewards,
-      values=values,
-      dones=dones,
-      discount_mask=discount_mask,
-      mask=mask,
+    rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
+      margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
     )
-    gammas = mask_discount(gamma, discount_mask)
-    lambdas = mask_discount(lambda_, discount_mask)
     real = mask > 0
     # A padding row is a bootstrap point: no advantage, no continuation.
     dones = jnp.where(real, dones, 1.0)

@@ -134,6 +134,9 @@ class RolloutWorker:
       self._task.max_steps,
       continue_episodes=False,
     )
+    return self._work(result, version)
+
+  def _work(self, result: collection.CollectResult, version: int) -> Work:
     return Work(
       result.trajectories,
       result.episode_returns,
@@ -164,10 +167,4 @@ class RolloutWorker:
       for info in traj.agent_infos:
         if adders.STREAM in info:
           info[adders.STREAM] = info[adders.STREAM] + offset
-    return Work(
-      result.trajectories,
-      result.episode_returns,
-      result.n_interactions,
-      version,
-      self._slot,
-    )
+    return self._work(result, version)

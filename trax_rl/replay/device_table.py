@@ -39,7 +39,6 @@ import jax.numpy as jnp
 import numpy as np
 from flashbax.buffers import sum_tree
 
-from trax_rl import validation
 from trax_rl.replay import rate_limiter, samplers
 
 
@@ -87,21 +86,9 @@ class DeviceTable:
     Raises:
       ValueError: naming the invalid argument.
     """
-    validation.check_count('max_size', max_size, 1)
-    if max_size >= 2**31:
+    sampler = samplers.check_table_config(max_size, sampler, min_size_to_sample)
+    if max_size >= 2**31:  # int32 keys on the device.
       raise ValueError(f'max_size must be < 2**31, got {max_size}')
-    sampler = samplers.Uniform() if sampler is None else sampler
-    if not isinstance(sampler, samplers.Uniform | samplers.Prioritized):
-      raise ValueError(
-        f'sampler must be samplers.Uniform() or samplers.Prioritized(exponent), got {sampler!r}'
-      )
-    if not validation.is_int(min_size_to_sample) or not (
-      1 <= min_size_to_sample <= max_size
-    ):
-      raise ValueError(
-        f'min_size_to_sample must be an integer in [1, max_size={max_size}], '
-        f'got {min_size_to_sample!r}'
-      )
     self.max_size = int(max_size)
     self.sampler = sampler
     self.limiter = rate_limiter.make(

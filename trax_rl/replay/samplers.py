@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from trax_rl import validation
+
 
 @dataclasses.dataclass(frozen=True)
 class Uniform:
@@ -44,6 +46,34 @@ class Prioritized:
 
 
 Sampler = Uniform | Prioritized
+
+
+def check_table_config(
+  max_size: int, sampler: Sampler | None, min_size_to_sample: int
+) -> Sampler:
+  """Checks what a table (host or device) is built from.
+
+  Returns:
+    The sampler, `Uniform()` for None.
+
+  Raises:
+    ValueError: naming the invalid argument.
+  """
+  validation.check_count('max_size', max_size, 1)
+  sampler = Uniform() if sampler is None else sampler
+  if not isinstance(sampler, Uniform | Prioritized):
+    raise ValueError(
+      'sampler must be samplers.Uniform() or samplers.Prioritized(exponent), '
+      f'got {sampler!r}'
+    )
+  if not validation.is_int(min_size_to_sample) or not (
+    1 <= min_size_to_sample <= max_size
+  ):
+    raise ValueError(
+      f'min_size_to_sample must be an integer in [1, max_size={max_size}], '
+      f'got {min_size_to_sample!r}'
+    )
+  return sampler
 
 
 def config(sampler: Sampler) -> dict[str, Any]:

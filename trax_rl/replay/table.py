@@ -88,21 +88,7 @@ class Table:
     Raises:
       ValueError: naming the invalid argument.
     """
-    if not validation.is_int(max_size) or max_size < 1:
-      raise ValueError(f'max_size must be an integer >= 1, got {max_size!r}.')
-    sampler = samplers.Uniform() if sampler is None else sampler
-    if not isinstance(sampler, samplers.Uniform | samplers.Prioritized):
-      raise ValueError(
-        f'sampler must be samplers.Uniform() or samplers.Prioritized(exponent), '
-        f'got {sampler!r}.'
-      )
-    if not validation.is_int(min_size_to_sample) or not (
-      1 <= min_size_to_sample <= max_size
-    ):
-      raise ValueError(
-        f'min_size_to_sample must be an integer in [1, max_size={max_size}], '
-        f'got {min_size_to_sample!r}.'
-      )
+    sampler = samplers.check_table_config(max_size, sampler, min_size_to_sample)
     self._max_size = int(max_size)
     self._sampler = sampler
     self._limiter = rate_limiter.make(
