@@ -103,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     default=None,
     help="join this Ray cluster ('host:port' of its head) for the actors",
   )
+  train.add_argument(
+    '--multihost',
+    action='store_true',
+    help='run as one process of a multi-host learner (train_rl.multihost); '
+    'the job is read from $JAX_COORDINATOR_ADDRESS, $JAX_NUM_PROCESSES and '
+    '$JAX_PROCESS_ID',
+  )
   ev = sub.add_parser('eval', help='evaluate a trained run')
   ev.add_argument('--output_dir', required=True)
   ev.add_argument('--episodes', type=int, default=10, help='episodes, >= 1')
@@ -169,6 +176,8 @@ def _train(args) -> None:
   _show_warnings()
   validation.check_output_dir(args.output_dir)
   files, bindings = _config_args(args)
+  if args.multihost:
+    bindings = [*bindings, 'train_rl.multihost = True']
   configurables.parse(files, bindings + _ray_bindings(args))
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None

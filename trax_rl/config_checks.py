@@ -25,6 +25,10 @@ _NOT_CONFIG = frozenset(
     'strict',
     'allow_config_change',
     'collector',  # Where experience comes from; resuming may change it.
+    'multihost',  # How many hosts learn; resuming may change it.
+    'coordinator_address',
+    'num_processes',
+    'process_id',
   }
 )
 # Where experience comes from (actors, cluster address) is a run-time

@@ -22,8 +22,9 @@ from trax_rl import (
   trax_compat,
   validation,
 )
-from trax_rl.agents import base, restoring
+from trax_rl.agents import base, checkpointing, restoring
 from trax_rl.device import seeds
+from trax_rl.distributed import multihost as multihost_lib
 
 CONFIG_FILE = 'config.gin'
 _LOG = logging.getLogger(__name__)
@@ -176,6 +177,10 @@ def train_rl(
   allow_config_change: bool = False,
   n_seeds: int = 1,
   collector: Callable[[], Any] | None = None,
+  multihost: bool = False,
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
 ) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -206,6 +211,16 @@ def train_rl(
     collector: where experience comes from: `@LocalCollector` (None, the
       default: the task's own envs) or `@RayCollector` (rollout actors; its
       knobs bound in gin). Actors build their agent from this gin config.
+    multihost: run the learner as one process of a multi-host job (one
+      process per host, `jax.distributed`): every Trainer updates on the
+      global mesh, each process collects from its own envs, and only
+      process 0 writes output_dir (which every process reads on resume).
+    coordinator_address: with multihost, process 0's 'host:port'; None:
+      $JAX_COORDINATOR_ADDRESS or JAX's cluster detection.
+    num_processes: with multihost, the number of processes; None:
+      $JAX_NUM_PROCESSES or JAX's cluster detection.
+    process_id: with multihost, this process's index; None:
+      $JAX_PROCESS_ID or JAX's cluster detection.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -221,6 +236,10 @@ def train_rl(
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
   validation.check_count('n_seeds', n_seeds, 1)
+  if multihost and not build_only:
+    multihost_lib.join_job(
+      coordinator_address, num_processes, process_id, collector, n_seeds
+    )
   if n_seeds > 1 and not build_only:
     return _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds)
   try:
@@ -243,6 +262,8 @@ def train_rl(
       allow_config_change,
     )
     agent.restore()
+    if multihost:
+      multihost_lib.join_agent(agent)
     agent.run(
       n_epochs,
       n_epochs_is_total_epochs=True,
@@ -268,8 +289,10 @@ def _after_first_epoch(
     done = True
     # As Trax, after the first epoch; also if a crash lost it, and anew
     # when the config changed on purpose.
-    if output_dir is not None and (
-      changed or not (epath.Path(output_dir) / CONFIG_FILE).exists()
+    if (
+      output_dir is not None
+      and checkpointing.writes_outputs()
+      and (changed or not (epath.Path(output_dir) / CONFIG_FILE).exists())
     ):
       write_operative_config(output_dir)
     unused = config_checks.unused_bindings()

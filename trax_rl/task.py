@@ -286,6 +286,17 @@ class RLTask(task_streams.TrajectoryStreams):
       return float(np.mean([t.total_return for t in result.trajectories]))
     return 0.0
 
+  def reseed(self, seed: Any) -> None:
+    """Draws the training envs' next resets and random actions from `seed`.
+
+    A process of a multi-host job calls it so that its data differ from
+    the other processes'; evaluation keeps its own generator.
+
+    Args:
+      seed: anything `np.random.default_rng` takes, e.g. [seed, process].
+    """
+    self._rng = np.random.default_rng(seed)
+
   # Saving and loading.
   def state_dict(self) -> dict[str, Any]:
     return {

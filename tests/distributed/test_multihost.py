@@ -1,12 +1,14 @@
 """Two JAX processes on 127.0.0.1: the global-mesh update equals one process's.
 
-Each process runs `multihost.MultiHostUpdate` on its half of a batch; the
-test compares the parameters both end with to a one-device update on the
+Each process runs the Trainer's data-parallel update on the global mesh
+(`sharding.DataParallelUpdate` over `multihost.global_mesh()`) on its half
+of a batch; the test compares the parameters both end with to a one-device update on the
 whole batch (computed in each process, outside the mesh). Importance weights are max-normalized over the global
 batch, so a per-process normalization would show.
 """
 
 import functools
+import ipaddress
 import json
 import os
 import socket
@@ -16,7 +18,10 @@ import textwrap
 
 import jax
 import numpy as np
+import pytest
 
+from trax_rl import checkpoint, configurables
+from trax_rl.distributed import multihost
 from trax_rl.networks import base, models
 
 _SCRIPT = textwrap.dedent(
@@ -30,7 +35,7 @@ _SCRIPT = textwrap.dedent(
   from trax_rl import types
   from trax_rl.losses import q_learning
   from trax_rl.networks import base, models
-  from trax_rl.supervised import train_state, update
+  from trax_rl.supervised import sharding, train_state, update
 
   def batch(rows):
     rng = np.random.default_rng(0)
@@ -52,15 +57,25 @@ _SCRIPT = textwrap.dedent(
       params, params, optimizer.init(params), np.asarray(0, np.int32),
       jax.random.PRNGKey(2))
   update_fn = update.make_update_fn(network, loss, optimizer, 1)
-  step = multihost.MultiHostUpdate(update_fn)
+  step = sharding.DataParallelUpdate(update_fn, multihost.global_mesh())
   rows = slice(4 * process_id, 4 * process_id + 4)
-  new, _ = step(multihost.replicate(state, step.mesh), batch(rows))
+  new, extra = step(sharding.replicate(state, step.mesh), batch(rows))
   params = multihost.local_copy(new.params)
+  mine = sharding.to_local(extra, step.mesh).priorities
   # The reference: this process alone, the whole batch, one device.
   local = jax.local_devices()[0]
-  ref, _ = jax.jit(update_fn)(
+  ref, ref_extra = jax.jit(update_fn)(
       jax.device_put(state, local), jax.device_put(batch(slice(0, 8)), local))
+  assert np.allclose(mine, ref_extra.priorities[rows], rtol=1e-5), (
+      mine, ref_extra.priorities)
+  # Batches of other shapes on each process are refused, not mis-reduced.
+  try:
+    sharding.shard_batch(np.zeros((2, 1 + process_id), np.float32), step.mesh)
+    mismatch = ''
+  except ValueError as e:
+    mismatch = str(e)
   print(json.dumps({
+      'mismatch': mismatch,
       'chief': multihost.is_chief(),
       'devices': jax.device_count(),
       'params': [np.asarray(x).ravel().tolist() for x in jax.tree.leaves(params)],
@@ -100,6 +115,8 @@ def test_two_processes_update_like_one():
   first, second = [_result(p) for p in processes]
   assert first['devices'] == second['devices'] == 2
   assert first['chief'] and not second['chief']
+  for got in (first, second):
+    assert 'must pass the same batch shapes' in got['mismatch']
   reference = first['reference']
   assert second['reference'] == reference
   for got in (first, second):
@@ -118,3 +135,138 @@ def _initial_params():
   )
   params = network.init(jax.random.PRNGKey(1))
   return [np.asarray(x).ravel().tolist() for x in jax.tree.leaves(params)]
+
+
+# One agent trained by two processes through train_rl.multihost: first
+# each on its own output_dir, then both resuming from the chief's.
+_AGENT_SCRIPT = textwrap.dedent(
+  """
+  import json, sys
+  import jax, numpy as np, psutil
+  from jax.experimental import multihost_utils
+  from trax_rl import configurables
+
+  port, process_id, chief_dir, own_dir = sys.argv[1:5]
+  CONFIG = [
+      "RLTask.env = 'CartPole-v1'",
+      'RLTask.initial_trajectories = 0',
+      'RLTask.max_steps = 20',
+      'MLP.layer_widths = (8,)',
+      'Policy.body = @MLP',
+      'PolicyGradient.model_fn = @Policy',
+      'PolicyGradient.batch_size = 4',
+      'PolicyGradient.n_trajectories_per_epoch = 3',
+      'PolicyGradient.seed = 5',
+      'train_rl.agent_class = @PolicyGradient',
+  ]
+
+  def train(output_dir, n_epochs):
+    configurables.parse([], CONFIG)
+    agent = configurables.train_rl(
+        output_dir=output_dir, n_epochs=n_epochs, multihost=True,
+        coordinator_address=f'127.0.0.1:{port}', num_processes=2,
+        process_id=int(process_id))
+    trainer = agent.loop.trainer
+    last = agent.task.trajectories[max(agent.task.trajectories)]
+    return {
+        'process': jax.process_index(),
+        'devices': trainer.n_devices,
+        'epoch': agent.current_epoch,
+        'step': trainer.step,
+        'params': [np.asarray(x).ravel().tolist()
+                   for x in jax.tree.leaves(trainer.params)],
+        'observations': [t.to_np().observation.tolist() for t in last],
+    }
+
+  fresh = train(own_dir, 2)
+  multihost_utils.sync_global_devices('chief saved')
+  resumed = train(chief_dir, 3)
+  sockets = [c.laddr.ip for c in psutil.Process().net_connections('inet')
+             if c.laddr]
+  print(json.dumps({'fresh': fresh, 'resumed': resumed, 'sockets': sockets}))
+  """
+)
+
+
+def _train(port, process_id, chief_dir, own_dir):
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  return subprocess.Popen(
+    [
+      sys.executable,
+      '-c',
+      _AGENT_SCRIPT,
+      str(port),
+      str(process_id),
+      str(chief_dir),
+      str(own_dir),
+    ],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    env=env,
+  )
+
+
+def _assert_same_learner(first, second, n_epochs):
+  assert first['process'] == 0 and second['process'] == 1
+  assert first['devices'] == second['devices'] == 2
+  assert first['epoch'] == second['epoch'] == n_epochs
+  assert first['step'] == second['step'] == n_epochs
+  for a, b in zip(first['params'], second['params'], strict=True):
+    np.testing.assert_array_equal(a, b)
+  # Each process collected its own episodes: their data differ.
+  assert first['observations'] != second['observations']
+
+
+def test_two_processes_train_one_agent(tmp_path):
+  chief_dir, other_dir = tmp_path / 'chief', tmp_path / 'other'
+  port = _free_port()
+  processes = [
+    _train(port, i, chief_dir, d) for i, d in enumerate([chief_dir, other_dir])
+  ]
+  first, second = [_result(p) for p in processes]
+  _assert_same_learner(first['fresh'], second['fresh'], 2)
+  # Resumed from the chief's checkpoint, both went on in step.
+  _assert_same_learner(first['resumed'], second['resumed'], 3)
+  assert first['fresh']['params'] != first['resumed']['params']
+  # Only the chief writes: checkpoint, metrics, config.
+  assert not other_dir.exists()
+  assert (chief_dir / 'config.gin').exists()
+  assert checkpoint.load(chief_dir / 'checkpoint.pkl')['epoch'] == 3
+  records = (chief_dir / 'metrics.jsonl').read_text().splitlines()
+  assert [json.loads(r)['epoch'] for r in records] == [1, 2, 3]
+  for got in (first, second):
+    assert got['sockets']
+    assert all(_is_loopback(ip) for ip in got['sockets']), got['sockets']
+
+
+def _is_loopback(ip: str) -> bool:
+  address = ipaddress.ip_address(ip)
+  mapped = getattr(address, 'ipv4_mapped', None)
+  return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+_REPLAY = """
+RLTask.env = 'CartPole-v1'
+RLTask.initial_trajectories = 0
+MLP.layer_widths = (8,)
+Quality.body = @MLP
+ReplayValueAgent.model_fn = @Quality
+ReplayValueAgent.n_interactions_per_epoch = 16
+train_rl.agent_class = @ReplayValueAgent
+"""
+
+
+def test_agents_that_cannot_keep_in_step_are_refused():
+  # Stream-mode updates follow each process's own replay rate limiter.
+  configurables.parse([], _REPLAY.strip().splitlines())
+  agent = configurables.train_rl(build_only=True)
+  with pytest.raises(ValueError, match='ReplayValueAgent cannot train multi'):
+    multihost.join_agent(agent)
+  # Rollout actors are refused before jax.distributed is started.
+  configurables.parse(
+    [], [*_REPLAY.strip().splitlines(), 'train_rl.collector = @RayCollector']
+  )
+  with pytest.raises(ValueError, match='unbind train_rl.collector'):
+    configurables.train_rl(multihost=True)
+  assert jax.process_count() == 1

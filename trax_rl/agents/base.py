@@ -93,11 +93,9 @@ class Agent(
     self._eval_steps = eval_steps
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
     self._only_eval = only_eval
-    self._output_dir = (
-      os.fspath(validation.check_output_dir(output_dir))
-      if output_dir is not None
-      else None
-    )
+    if output_dir is not None and checkpointing.writes_outputs():
+      output_dir = validation.check_output_dir(output_dir)
+    self._output_dir = os.fspath(output_dir) if output_dir is not None else None
     self._seed = seed
     self._epoch = 0
     self._avg_returns: list[float] = []
@@ -290,7 +288,8 @@ class Agent(
       # The guard's switch may have changed the learner's structure.
       self._device.set_learner(self.device_learner())
     n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
-    if self._output_dir is not None and self._writer is None:
+    writes = self._output_dir is not None and checkpointing.writes_outputs()
+    if writes and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
     for _ in range(max(n_to_run, 0)):
       if self._only_eval:
@@ -299,7 +298,7 @@ class Agent(
         record = self._run_epoch(on_nonfinite)
         if self._writer is not None:
           self._writer.write('epoch', self._epoch, record)
-        if self._output_dir is not None:
+        if writes:
           self.save()
       # Every callback sees the epoch, then any of them may stop the run.
       if any([callback(self, record) for callback in callbacks]):

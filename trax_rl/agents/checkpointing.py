@@ -16,6 +16,14 @@ from trax_rl import checkpoint, metrics
 CHECKPOINT_FILE = 'checkpoint.pkl'
 
 
+def writes_outputs() -> bool:
+  """Whether this process writes output_dir (in a multi-host job: process 0).
+
+  The other processes of a multi-host job read it on resume, never write.
+  """
+  return jax.process_index() == 0
+
+
 class Checkpointing:
   """`save` and `restore` of an `Agent`'s whole state."""
 
@@ -62,8 +70,9 @@ class Checkpointing:
     self._restored = True
     # Temp files of writes a crash cut short are never needed again.
     out = epath.Path(self._output_dir)
-    for stale in [*out.glob('.*.tmp*'), *out.glob('*/.*.tmp*')]:
-      stale.unlink()
+    if writes_outputs():
+      for stale in [*out.glob('.*.tmp*'), *out.glob('*/.*.tmp*')]:
+        stale.unlink()
     path = self._checkpoint_path()
     if not path.exists():
       return False
@@ -91,8 +100,9 @@ class Checkpointing:
       raise checkpoint.CheckpointError(
         f'checkpoint {path} is incomplete ({e!r})'
       ) from None
-    metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
-      'epoch', self._epoch
-    )
+    if writes_outputs():
+      metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
+        'epoch', self._epoch
+      )
     self._loaded_checkpoint = True
     return True

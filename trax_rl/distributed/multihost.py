@@ -1,37 +1,57 @@
-"""A learner across hosts: `jax.distributed` and a global data mesh.
+"""A learner across hosts: `jax.distributed`, one process per host.
 
-One process per host. Each process brings its own share of every batch
-(its local rows); the update is one jitted program over the global batch,
-sharded along the 'data' axis of a mesh of every device of every process,
-with the train state replicated. XLA inserts the cross-process reduction
-of the gradients (no `shard_map` + `pmean`, whose gradient of a replicated
-input comes out doubled). Process 0 is the chief: it publishes parameters
-to rollout actors and writes checkpoints.
+`train_rl.multihost = True` calls `initialize` before any JAX use and
+`join_agent` once the agent is restored. From then on every `Trainer`
+updates on the global mesh (`supervised.sharding`): each process brings
+its own rows of every batch, the update is one jitted program over the
+global batch sharded along the 'data' axis of every process's devices,
+and the train state is replicated. XLA inserts the cross-process
+reduction of the gradients (no `shard_map` + `pmean`, whose gradient of a
+replicated input comes out doubled). Process 0 is the chief: it alone
+writes output_dir (checkpoints, metrics, config.gin); on resume every
+process reads the chief's checkpoint from the shared output_dir.
 """
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
 
 from trax_rl import validation
+from trax_rl.agents import base
+from trax_rl.distributed import local_collector
 from trax_rl.supervised import sharding
+
+# Where `initialize` looks for what it is not given (JAX itself reads only
+# the coordinator's address from the environment).
+ENV_COORDINATOR = 'JAX_COORDINATOR_ADDRESS'
+ENV_NUM_PROCESSES = 'JAX_NUM_PROCESSES'
+ENV_PROCESS_ID = 'JAX_PROCESS_ID'
 
 
 def initialize(
-  coordinator_address: str,
-  num_processes: int,
-  process_id: int,
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
   bind_address: str | None = None,
 ) -> None:
   """Joins the job: one call per process, before any other JAX use.
 
+  A process already in a job stays in it (a second `train_rl` in the same
+  process trains on the same job).
+
   Args:
-    coordinator_address: 'host:port' of process 0 (e.g. '127.0.0.1:12345').
-    num_processes: processes in the job (one per host).
-    process_id: this process's index, in [0, num_processes).
+    coordinator_address: 'host:port' of process 0 (e.g. '127.0.0.1:12345');
+      None: $JAX_COORDINATOR_ADDRESS, else JAX's cluster detection (SLURM,
+      Cloud TPU, ...).
+    num_processes: processes in the job (one per host); None:
+      $JAX_NUM_PROCESSES, else JAX's cluster detection.
+    process_id: this process's index, in [0, num_processes); None:
+      $JAX_PROCESS_ID, else JAX's cluster detection.
     bind_address: where process 0's coordinator listens; None: the
       coordinator address itself when it is on loopback (JAX would listen
       on every interface), else JAX's default.
@@ -39,13 +59,23 @@ def initialize(
   Raises:
     ValueError: on a bad count or index.
   """
+  if jax.distributed.is_initialized():
+    return
+  coordinator_address = coordinator_address or os.environ.get(ENV_COORDINATOR)
+  if num_processes is None:
+    num_processes = _env_int(ENV_NUM_PROCESSES)
+  if process_id is None:
+    process_id = _env_int(ENV_PROCESS_ID)
   validation.check_count('num_processes', num_processes, 1)
-  if not 0 <= process_id < num_processes:
-    raise ValueError(
-      f'process_id must be in [0, {num_processes}), got {process_id}'
-    )
-  if bind_address is None and coordinator_address.startswith(
-    ('127.', 'localhost:')
+  if num_processes is not None and process_id is not None:
+    if not 0 <= process_id < num_processes:
+      raise ValueError(
+        f'process_id must be in [0, {num_processes}), got {process_id}'
+      )
+  if (
+    bind_address is None
+    and coordinator_address is not None
+    and coordinator_address.startswith(('127.', 'localhost:'))
   ):
     bind_address = coordinator_address
   jax.distributed.initialize(
@@ -56,80 +86,102 @@ def initialize(
   )
 
 
+def join_job(
+  coordinator_address: str | None,
+  num_processes: int | None,
+  process_id: int | None,
+  collector: Callable[[], Any] | None,
+  n_seeds: int,
+) -> None:
+  """`train_rl.multihost`: checks what it cannot combine with, `initialize`s.
+
+  Args:
+    coordinator_address: as `initialize`.
+    num_processes: as `initialize`.
+    process_id: as `initialize`.
+    collector: train_rl's collector (None or `LocalCollector`: each
+      process's own envs).
+    n_seeds: train_rl's n_seeds (1: one agent).
+
+  Raises:
+    ValueError: rollout actors or several seeds, or a bad job description.
+  """
+  if collector is not None and getattr(collector, '__name__', '') != (
+    local_collector.LocalCollector.__name__
+  ):
+    raise ValueError(
+      "train_rl.multihost collects from each process's own envs: unbind "
+      'train_rl.collector (rollout actors with a multi-host learner are not '
+      'supported yet)'
+    )
+  if n_seeds > 1:
+    raise ValueError('train_rl.multihost trains one seed: unbind n_seeds')
+  initialize(coordinator_address, num_processes, process_id)
+
+
+def _env_int(name: str) -> int | None:
+  value = os.environ.get(name)
+  if value is None:
+    return None
+  try:
+    return int(value)
+  except ValueError:
+    raise ValueError(f'${name} must be an integer, got {value!r}') from None
+
+
 def is_chief() -> bool:
   """Whether this process publishes parameters and writes checkpoints."""
   return jax.process_index() == 0
 
 
+def join_agent(agent: base.Agent) -> None:
+  """Readies a restored agent to train as this process of the job.
+
+  Every process must start from the same state: the chief's checkpoint
+  (all processes read the same output_dir) or, without one, the same
+  seed. Each process other than the chief then draws its env resets,
+  random actions and acting keys from (seed, process index), so that the
+  processes collect different data; the chief's streams stay a
+  single-process run's.
+
+  Args:
+    agent: the agent, after `restore()`.
+
+  Raises:
+    ValueError: the processes are at different epochs (their output_dirs
+      differ and only some hold a checkpoint), or the agent's updates per
+      epoch follow its data (stream mode: ReplayValueAgent, R2D2) or run
+      on the device path, where processes could not keep in step.
+  """
+  if agent.streams_experience:
+    raise ValueError(
+      f'{type(agent).__name__} cannot train multi-host: its updates per '
+      'epoch follow the rate limiter of its own replay, so the processes '
+      'would not run the same number of updates'
+    )
+  if agent.device_runner() is not None:
+    raise ValueError(
+      'train_rl.multihost trains on the host path: use a gymnasium env id, '
+      f'not the JAX env {agent.task.env_spec!r}'
+    )
+  epochs = multihost_utils.process_allgather(np.int32(agent.current_epoch))
+  if len(set(np.asarray(epochs).tolist())) > 1:
+    raise ValueError(
+      f'the processes restored epochs {np.asarray(epochs).tolist()}: give '
+      'every process the same output_dir, on storage all hosts can read'
+    )
+  index = jax.process_index()
+  if index == 0:
+    return
+  agent.task.reseed([agent.task.seed, index, agent.current_epoch])
+  agent.reseed_acting(jax.random.fold_in(jax.random.PRNGKey(agent.seed), index))
+
+
 def global_mesh() -> Mesh:
   """A one-axis 'data' mesh over the devices of every process."""
-  return Mesh(np.asarray(jax.devices()), (sharding.DATA_AXIS,))
-
-
-def replicate(tree: Any, mesh: Mesh) -> Any:
-  """Global arrays replicated on every device; each process passes a copy."""
-  spec = sharding.replicated(mesh)
-  return jax.tree.map(
-    lambda x: jax.make_array_from_process_local_data(spec, np.asarray(x)),
-    tree,
-  )
-
-
-def shard_local_batch(batch: Any, mesh: Mesh, batch_axis: int = 0) -> Any:
-  """The global batch whose rows are every process's local rows, in order.
-
-  Leaves without a batch axis (scalars) are replicated.
-  """
-  spec = NamedSharding(
-    mesh, PartitionSpec(*([None] * batch_axis), sharding.DATA_AXIS)
-  )
-  replicated = sharding.replicated(mesh)
-
-  def put(x):
-    x = np.asarray(x)
-    where = replicated if x.ndim <= batch_axis else spec
-    return jax.make_array_from_process_local_data(where, x)
-
-  return jax.tree.map(put, batch)
+  return sharding.make_mesh(jax.local_device_count())
 
 
 def local_copy(tree: Any) -> Any:
   """This process's copy of replicated global arrays, as numpy."""
-  return jax.tree.map(lambda x: np.asarray(x.addressable_data(0)), tree)
-
-
-class MultiHostUpdate:
-  """`update(state, local_batch)` on the global mesh, state replicated."""
-
-  def __init__(
-    self,
-    update_fn: Callable[[Any, Any], tuple[Any, Any]],
-    mesh: Mesh | None = None,
-    batch_axis: int = 0,
-  ):
-    """Jits the update once.
-
-    Args:
-      update_fn: pure `update(state, batch) -> (state, extra)`, e.g. from
-        `supervised.update.make_update_fn`.
-      mesh: the global mesh (default `global_mesh()`).
-      batch_axis: the batch axis of every batch leaf.
-    """
-    self._mesh = mesh or global_mesh()
-    self._batch_axis = batch_axis
-    replicated = sharding.replicated(self._mesh)
-
-    def update(state, batch):
-      state, extra = update_fn(state, batch)
-      return jax.lax.with_sharding_constraint(state, replicated), extra
-
-    self._update = jax.jit(update)
-
-  @property
-  def mesh(self) -> Mesh:
-    return self._mesh
-
-  def __call__(self, state: Any, local_batch: Any) -> tuple[Any, Any]:
-    """Updates the (global, replicated) state on this process's rows."""
-    batch = shard_local_batch(local_batch, self._mesh, self._batch_axis)
-    return self._update(state, batch)
+  return jax.tree.map(np.asarray, sharding.to_device(tree))

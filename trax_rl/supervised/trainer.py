@@ -55,7 +55,12 @@ class Trainer:
         (or -1: all local devices) keeps the state replicated on k devices
         and splits each batch across them (`sharding`), so the batch size
         must be a multiple of k. `params` then returns a copy on the first
-        device, so that acting stays on one device.
+        device, so that acting stays on one device. In a multi-host job
+        (`jax.distributed`, more than one process) the update always runs
+        on the global mesh of the first k local devices of every process:
+        each process passes its own rows of every batch (the same shapes
+        and the same number of updates on every process) and the global
+        batch is their concatenation.
     """
     key = seed if isinstance(seed, jax.Array) else jax.random.PRNGKey(seed)
     init_key, state_key = jax.random.split(key)
@@ -75,7 +80,11 @@ class Trainer:
       network, loss_fn, optimizer, target_update_period, num_steps
     )
     n_devices = sharding.resolve_n_devices(n_devices)
-    self._mesh = sharding.make_mesh(n_devices) if n_devices > 1 else None
+    self._mesh = (
+      sharding.make_mesh(n_devices)
+      if n_devices > 1 or jax.process_count() > 1
+      else None
+    )
     self._one_device_params = None  # Cached acting copy (multi-device).
     if self._mesh is None:
       self._update = jax.jit(update)
@@ -181,6 +190,8 @@ class Trainer:
     """One jitted update on `batch`."""
     self._state, extra = self._update(self._state, batch)
     self._one_device_params = None
+    if self._mesh is not None and sharding.is_multi_process(self._mesh):
+      extra = sharding.to_local(extra, self._mesh)  # This process's rows.
     return extra
 
   def evaluate(self, batch: Any) -> dict[str, jax.Array]:
@@ -192,6 +203,10 @@ class Trainer:
     Returns:
       The loss's metrics plus 'loss' (device scalars).
     """
+    if self._mesh is not None and sharding.is_multi_process(self._mesh):
+      # The loss of the global batch: every process passes its rows.
+      batch = sharding.shard_batch(batch, self._mesh)
+      return sharding.to_local(self._evaluate(self._state, batch), self._mesh)
     return self._evaluate(self._state, batch)
 
   def compile(self, batch: Any) -> None:
@@ -221,7 +236,7 @@ class Trainer:
 
   def state_dict(self) -> dict[str, Any]:
     """The state's arrays; the Health is run-time bookkeeping, left out."""
-    saved = self._state._replace(health=())
+    saved = sharding.to_device(self._state._replace(health=()))
     return {'leaves': [np.asarray(x) for x in jax.tree.leaves(saved)]}
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
