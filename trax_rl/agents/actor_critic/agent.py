@@ -79,15 +79,12 @@ class ActorCritic(device_path.DevicePath, policy_agents.PolicyAgent):
   def parameter_names(cls) -> set[str]:
     """Every keyword the agent takes: its layout's, `configure`'s, its bases'.
 
-    `__init__` takes them as **kwargs, so its signature does not show them
-    (`configurables.accepts` asks here). Old names in `knobs.ALIASES` count too.
+    `__init__` takes them as **kwargs, which its signature does not show
+    (`configurables.accepts` asks here); old names in `knobs.ALIASES` too.
     """
     names = set(knobs.ALIASES)
-    functions = [cls.layout_class, cls.configure]
-    functions += [
-      k.__init__ for k in inspect.getmro(cls) if '__init__' in vars(k)
-    ]
-    for fn in functions:
+    inits = [k.__init__ for k in inspect.getmro(cls) if '__init__' in vars(k)]
+    for fn in [cls.layout_class, cls.configure, *inits]:
       names.update(inspect.signature(fn).parameters)
     return names - {'self', 'args', 'kwargs', 'objective', 'layout_kwargs'}
 
