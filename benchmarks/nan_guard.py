@@ -11,6 +11,12 @@ each (JIT compile), repetitions of `--epochs` epochs alternate between them,
 in alternating order, so that machine noise hits both alike. Both agents
 train on, in lockstep, so each repetition does the same work on both.
 
+`--update_reps N` adds the guard's own cost inside the compiled update,
+free of the machine's noise: `update.make_update_fn` on a 64-64 MLP
+Q-network (DQN CartPole's) with a batch of 256, `--update_steps` updates in
+one `lax.scan`, with the Health in the state and without, the fastest of N
+alternating calls each.
+
 One JSON line per repetition (wall seconds of whole epochs and of their
 training part, and the process's CPU seconds, on and off), then a summary
 per config: the median over repetitions of on/off for whole epochs
@@ -20,12 +26,19 @@ the better estimate on a busy machine).
 """
 
 import argparse
+import functools
 import json
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
-from trax_rl import configurables
+from trax_rl import configurables, types
+from trax_rl.networks import base as networks
+from trax_rl.networks import models
+from trax_rl.supervised import train_state, update
 
 
 def _timed(agent, n_epochs: int, policy: str) -> tuple[float, float, float]:
@@ -81,11 +94,64 @@ def bench(config: str, reps: int, epochs: int, bindings: list[str]) -> dict:
   }
 
 
+def _squared_q_loss(network, params, target_params, batch, key):
+  """A TD-like loss on a Q-network: regress Q(s, a) onto the rewards."""
+  del target_params, key
+  q = network.apply(params, batch['observation']).q_values
+  q_sa = jnp.take_along_axis(q, batch['action'][:, None], axis=1)[:, 0]
+  return jnp.mean((q_sa - batch['reward']) ** 2), types.LossExtra({})
+
+
+def bench_update(reps: int, steps: int) -> dict:
+  """The compiled update with the guard's check against without it."""
+  module = models.Quality(
+    n_actions=2, body=functools.partial(models.MLP, layer_widths=(64, 64))
+  )
+  network = networks.from_module(module, np.zeros(4, np.float32))
+  optimizer = optax.adam(1e-3)
+  scan = jax.jit(
+    update.make_update_fn(network, _squared_q_loss, optimizer, num_steps=steps)
+  )
+  rng = np.random.default_rng(0)
+  batch = {
+    'observation': rng.normal(size=(steps, 256, 4)).astype(np.float32),
+    'action': rng.integers(2, size=(steps, 256)),
+    'reward': rng.normal(size=(steps, 256)).astype(np.float32),
+  }
+  params = network.init(jax.random.PRNGKey(0))
+  states = {
+    guard: train_state.TrainState(
+      params,
+      (),
+      optimizer.init(params),
+      jnp.zeros((), jnp.int32),
+      jax.random.PRNGKey(1),
+      update.healthy() if guard == 'on' else (),
+    )
+    for guard in ('on', 'off')
+  }
+  times = {'on': [], 'off': []}
+  for rep in range(reps + 1):  # The first call of each compiles.
+    for guard in ('on', 'off') if rep % 2 else ('off', 'on'):
+      start = time.perf_counter()
+      jax.block_until_ready(scan(states[guard], batch))
+      if rep:
+        times[guard].append(time.perf_counter() - start)
+  return {
+    'update_microbenchmark': 'Quality MLP 64-64, batch 256',
+    'updates_per_call': steps,
+    'reps': reps,
+    'on_us_per_update': round(min(times['on']) / steps * 1e6, 2),
+    'off_us_per_update': round(min(times['off']) / steps * 1e6, 2),
+    'update_overhead_ratio': round(min(times['on']) / min(times['off']), 4),
+  }
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument(
     '--configs',
-    nargs='+',
+    nargs='*',
     default=['gin/dqn_cartpole.gin', 'gin/ppo_cartpole.gin'],
   )
   parser.add_argument('--reps', type=int, default=7)
@@ -95,7 +161,13 @@ def main() -> None:
   parser.add_argument(
     '--binding', action='append', default=[], help='extra gin binding'
   )
+  parser.add_argument(
+    '--update_reps', type=int, default=0, help='reps of the update timing'
+  )
+  parser.add_argument('--update_steps', type=int, default=200)
   args = parser.parse_args()
+  if args.update_reps:
+    print(json.dumps(bench_update(args.update_reps, args.update_steps)))
   for config in args.configs:
     print(
       json.dumps(bench(config, args.reps, args.epochs, args.binding)),
