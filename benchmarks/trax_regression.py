@@ -32,7 +32,8 @@ def run_seed(args, seed: int) -> dict:
   agent_name = configurables.query('train_rl.agent_class').selector
   n_epochs = configurables.query('train_rl.n_epochs')
   configurables.parse(
-    [args.config], [f'RLTask.seed={seed}', f'{agent_name}.seed={seed}']
+    [args.config],
+    [f'RLTask.seed={seed}', f'{agent_name}.seed={seed}', *args.binding],
   )
   best, solved = None, None
   start = time.perf_counter()
@@ -55,6 +56,19 @@ def run_seed(args, seed: int) -> dict:
       only_eval=True,
     )
     best = greedy if best is None else max(best, greedy)
+    if args.verbose:
+      print(
+        json.dumps(
+          {
+            'seed': seed,
+            'epoch': epoch,
+            'train_return': record['avg_return'],
+            'greedy': greedy,
+          }
+        ),
+        file=sys.stderr,
+        flush=True,
+      )
     if greedy >= args.target:
       solved = (epoch, record['n_interactions'], greedy)
       raise _Solved
@@ -87,6 +101,14 @@ def main() -> None:
   p.add_argument('--episodes', type=int, default=20)
   p.add_argument('--gate', type=float, default=150.0)
   p.add_argument('--every', type=int, default=10)
+  p.add_argument(
+    '--binding',
+    action='append',
+    default=[],
+    help='extra gin binding in trax_rl names, for diagnostics only '
+    '(the file no longer runs unchanged); repeatable',
+  )
+  p.add_argument('--verbose', action='store_true', help='each check to stderr')
   args = p.parse_args()
   runs = []
   for seed in args.seeds:

@@ -147,6 +147,7 @@ def _counting_task(**kwargs):
 
 def _dqn(t, **kwargs):
   kwargs.setdefault('n_interactions_per_epoch', 20)
+  kwargs.setdefault('sync_freq', 2)
   return value_agents.DQN(
     t,
     value_model=SMALL_Q,
@@ -154,7 +155,6 @@ def _dqn(t, **kwargs):
     value_train_steps_per_epoch=3,
     max_slice_length=4,
     margin=2,
-    sync_freq=2,
     **kwargs,
   )
 
@@ -178,6 +178,27 @@ class DQNAgentTest(absltest.TestCase):
     chex.assert_trees_all_close(
       agent.trainer.state.target_params, agent.trainer.params
     )
+
+  def test_target_takes_the_params_at_each_epoch_start(self):
+    # Trax's DQN copies the params into the target network before every
+    # epoch's updates (trax/rl/training.py, ValueAgent.train_epoch), so a
+    # sync_freq longer than an epoch never leaves the target staler.
+    agent = _dqn(_counting_task(), sync_freq=1000)
+    initial = jax.tree.map(np.asarray, agent.trainer.params)
+    agent.run(1)
+    after_one = jax.tree.map(np.asarray, agent.trainer.params)
+    chex.assert_trees_all_close(agent.trainer.state.target_params, initial)
+    agent.run(1)
+    self.assertEqual(agent.trainer.step, 6)
+    chex.assert_trees_all_close(agent.trainer.state.target_params, after_one)
+    with self.assertRaises(AssertionError):
+      chex.assert_trees_all_close(after_one, initial)
+
+  def test_without_epoch_syncs_only_sync_freq_syncs(self):
+    agent = _dqn(_counting_task(), sync_freq=1000, sync_each_epoch=False)
+    initial = jax.tree.map(np.asarray, agent.trainer.params)
+    agent.run(2)
+    chex.assert_trees_all_close(agent.trainer.state.target_params, initial)
 
   def test_greedy_and_random_acting(self):
     agent = _dqn(_counting_task(), exploration_rate=1.0)

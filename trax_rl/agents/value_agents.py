@@ -242,8 +242,8 @@ class DQN(ValueAgent):
   `max_slice_length` slices drawn from the last `n_replay_epochs` epochs;
   targets come from `advantage_estimator` (td_k: n-step with n = margin =
   max_slice_length - 1) over target-network values, inside the jitted loss.
-  Unlike Trax, which also synced the target network every epoch, the target
-  network syncs every `sync_freq` updates only.
+  As in Trax, the target network takes the params at the start of every
+  epoch's training, and also every `sync_freq` updates.
   """
 
   def __init__(
@@ -262,6 +262,7 @@ class DQN(ValueAgent):
     scale_value_targets: bool = True,
     value_evals_per_epoch: int = 1,
     value_eval_steps: int = 1,
+    sync_each_epoch: bool = True,
     **kwargs,
   ):
     """Configures DQN.
@@ -288,6 +289,10 @@ class DQN(ValueAgent):
         `value_eval_steps` fresh batches (Trax's; only affects the
         `value_eval/` metrics of the epoch record).
       value_eval_steps: batches per evaluation; 0 turns evaluation off.
+      sync_each_epoch: copy the params into the target network before each
+        epoch's updates (Trax's DQN does, so that the target lags at most
+        one epoch whatever `sync_freq` says); False: every `sync_freq`
+        updates only.
       **kwargs: for ValueAgent and Agent (value_model, value_body,
         value_optimizer, value_lr_schedule, exploration_rate, sync_freq,
         n_interactions_per_epoch, n_eval_episodes, seed, output_dir...).
@@ -315,6 +320,7 @@ class DQN(ValueAgent):
     )
     super().__init__(task, **kwargs)
     self._evals_per_epoch = value_evals_per_epoch
+    self._sync_each_epoch = bool(sync_each_epoch)
     task.set_n_replay_epochs(n_replay_epochs)
     self._max_slice_length = max_slice_length
     self._margin = margin
@@ -350,6 +356,8 @@ class DQN(ValueAgent):
     )
 
   def train_epoch(self) -> dict[str, float]:
+    if self._sync_each_epoch:
+      self._trainer.sync_target()
     # Evaluation batches come from a generator of their own, seeded by the
     # epoch: evaluating never changes training, and a resumed run evaluates
     # as an uninterrupted one.

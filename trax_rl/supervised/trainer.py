@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -182,6 +183,17 @@ class Trainer:
   @property
   def step(self) -> int:
     return int(self._state.step)
+
+  def sync_target(self) -> None:
+    """Copies the online params into the target params now.
+
+    Raises:
+      ValueError: the trainer keeps no target network.
+    """
+    if not jax.tree.leaves(self._state.target_params):
+      raise ValueError(f'{self._name} trainer has no target network to sync')
+    target = jax.tree.map(jnp.array, self._state.params)
+    self._place(self._state._replace(target_params=target))
 
   def set_batch_stream(self, stream: Iterator[Any]) -> None:
     self._stream = stream
