@@ -149,6 +149,13 @@ def test_conversion_maps_names_knobs_and_trax_defaults():
   assert '\nA2CJoint.' not in native
 
 
+def test_dqn_file_gets_trax_dense_initializers():
+  text = (DATA / 'dqn_cartpole_regression.gin').read_text()
+  native = trax_compat.convert(text, configurables.accepts).text
+  assert "\nMLP.dense_init = 'trax'" in native
+  assert "\nQuality.dense_init = 'trax'" in native
+
+
 def test_other_imports_kept_includes_refused_comments_ignored():
   text = (DATA / 'light_joint_cartpole.gin').read_text()
   native = trax_compat.convert(

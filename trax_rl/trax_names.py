@@ -46,7 +46,13 @@ UNSUPPORTED_PARAMS = {
 }
 # Trax defaults that differ from trax_rl's, written out when not bound.
 TRAX_DEFAULTS = {
-  'MLP': {'layer_widths': '(128, 64)', 'out_activation': 'False'},
+  # Trax's tl.Dense: Glorot uniform kernels, N(0, 1e-6) biases.
+  'MLP': {
+    'layer_widths': '(128, 64)',
+    'out_activation': 'False',
+    'dense_init': "'trax'",
+  },
+  'Quality': {'dense_init': "'trax'"},
   'PolicyGradient': {'optimizer': '@Adam', 'lr_schedule': '@multifactor'},
   'ExpertIteration': {'optimizer': '@Adam', 'lr_schedule': '@multifactor'},
 }

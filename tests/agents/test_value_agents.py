@@ -138,6 +138,30 @@ class NStepValueLossTest(chex.TestCase):
     np.testing.assert_allclose(grad['w'], 0.0)
 
 
+def test_trax_dense_init_is_glorot_uniform_with_tiny_biases():
+  body = functools.partial(models.MLP, layer_widths=(32, 32), dense_init='trax')
+  module = models.Quality(n_actions=2, body=body, dense_init='trax')
+  params = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))['params']
+  layers = [params['MLP_0']['Dense_0'], params['MLP_0']['Dense_1']]
+  for layer in layers + [params['Dense_0']]:
+    kernel, bias = np.asarray(layer['kernel']), np.asarray(layer['bias'])
+    fan_in, fan_out = kernel.shape
+    limit = np.sqrt(6.0 / (fan_in + fan_out))  # Glorot uniform.
+    assert np.abs(kernel).max() <= limit
+    assert 0 < np.abs(bias).max() < 1e-5  # Trax's N(0, 1e-6).
+  # 4 -> 32: Glorot's std is sqrt(2 / 36), LeCun's (flax's) 0.5.
+  first = np.asarray(layers[0]['kernel'])
+  np.testing.assert_allclose(first.std(), np.sqrt(2.0 / 36.0), rtol=0.2)
+  flax_params = models.MLP(layer_widths=(32,)).init(
+    jax.random.PRNGKey(0), jnp.zeros((1, 4))
+  )['params']
+  assert not np.any(np.asarray(flax_params['Dense_0']['bias']))
+  with pytest.raises(ValueError, match="dense_init must be 'flax' or 'trax'"):
+    models.MLP(dense_init='glorot').init(
+      jax.random.PRNGKey(0), jnp.zeros((1, 4))
+    )
+
+
 def _counting_task(**kwargs):
   kwargs.setdefault('initial_trajectories', 0)
   return task.RLTask(

@@ -36,6 +36,26 @@ def activation_fn(activation: str | Callable) -> Callable:
   return _ACTIVATIONS[activation]
 
 
+def dense_init(name: str) -> dict[str, Any]:
+  """nn.Dense initializer kwargs by name.
+
+  'flax': flax's defaults (LeCun normal kernels, zero biases). 'trax': Trax's
+  `tl.Dense` defaults (Glorot uniform kernels, N(0, 1e-6) biases), which
+  Trax gin files are written for.
+
+  Raises:
+    ValueError: an unknown name.
+  """
+  if name == 'flax':
+    return {}
+  if name == 'trax':
+    return {
+      'kernel_init': nn.initializers.glorot_uniform(),
+      'bias_init': nn.initializers.normal(1e-6),
+    }
+  raise ValueError(f"dense_init must be 'flax' or 'trax', got {name!r}")
+
+
 class MLP(nn.Module):
   """Multilayer perceptron.
 
@@ -44,12 +64,15 @@ class MLP(nn.Module):
     activation: activation after each hidden layer (name or callable).
     out_activation: whether the last layer also gets the activation.
     flatten: flatten each observation to a vector first.
+    dense_init: initializers of the Dense layers, 'flax' or 'trax' (see
+      `dense_init`).
   """
 
   layer_widths: Sequence[int] = (64, 64)
   activation: str | Callable = 'relu'
   out_activation: bool = True
   flatten: bool = True
+  dense_init: str = 'flax'
 
   @nn.compact
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
@@ -57,8 +80,9 @@ class MLP(nn.Module):
     if self.flatten:
       x = x.reshape((x.shape[0], -1))
     act = activation_fn(self.activation)
+    init = dense_init(self.dense_init)
     for i, width in enumerate(self.layer_widths):
-      x = nn.Dense(width)(x)
+      x = nn.Dense(width, **init)(x)
       if i + 1 < len(self.layer_widths) or self.out_activation:
         x = act(x)
     return x
@@ -198,19 +222,23 @@ class Quality(nn.Module):
     n_actions: number of actions.
     body: body factory.
     dueling: split into value and advantage streams (Wang et al., 2016).
+    dense_init: initializers of the head's Dense layers, 'flax' or 'trax'
+      (see `dense_init`).
   """
 
   n_actions: int
   body: Callable[[], nn.Module] = MLP
   dueling: bool = False
+  dense_init: str = 'flax'
 
   @nn.compact
   def __call__(self, x) -> types.QOutput:
+    init = dense_init(self.dense_init)
     h = self.body()(x)
     if not self.dueling:
-      return types.QOutput(q_values=nn.Dense(self.n_actions)(h))
-    value = nn.Dense(1)(h)
-    adv = nn.Dense(self.n_actions)(h)
+      return types.QOutput(q_values=nn.Dense(self.n_actions, **init)(h))
+    value = nn.Dense(1, **init)(h)
+    adv = nn.Dense(self.n_actions, **init)(h)
     return types.QOutput(
       q_values=value + adv - jnp.mean(adv, axis=-1, keepdims=True)
     )
