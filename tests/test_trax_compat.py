@@ -149,11 +149,22 @@ def test_conversion_maps_names_knobs_and_trax_defaults():
   assert '\nA2CJoint.' not in native
 
 
-def test_dqn_file_gets_trax_dense_initializers():
-  text = (DATA / 'dqn_cartpole_regression.gin').read_text()
-  native = trax_compat.convert(text, configurables.accepts).text
-  assert "\nMLP.dense_init = 'trax'" in native
-  assert "\nQuality.dense_init = 'trax'" in native
+def test_dqn_file_builds_its_network_with_trax_initializers():
+  name = 'dqn_cartpole_regression.gin'
+  native = trax_compat.convert(
+    (DATA / name).read_text(), configurables.accepts
+  ).text
+  assert "\nMLP.dense_init = 'glorot'" in native
+  assert "\nQuality.dense_init = 'glorot'" in native
+  configurables.parse(
+    [str(DATA / name)], ['train_rl.n_epochs=1', *RUNNABLE[name]]
+  )
+  agent = configurables.train_rl(output_dir=None)
+  # The target took the params before the first update: the initial ones.
+  initial = agent.trainer.state.target_params['params']
+  layers = [initial['MLP_0']['Dense_0'], initial['Dense_0']]  # Body, head.
+  for layer in layers:
+    assert 0 < np.abs(np.asarray(layer['bias'])).max() < 1e-5
 
 
 def test_other_imports_kept_includes_refused_comments_ignored():

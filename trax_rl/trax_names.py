@@ -50,9 +50,11 @@ TRAX_DEFAULTS = {
   'MLP': {
     'layer_widths': '(128, 64)',
     'out_activation': 'False',
-    'dense_init': "'trax'",
+    'dense_init': "'glorot'",
   },
-  'Quality': {'dense_init': "'trax'"},
+  'Quality': {'dense_init': "'glorot'"},
+  # Trax's DQN builds its net with the gin-configurable `Quality`.
+  'DQN': {'value_model': '@Quality'},
   'PolicyGradient': {'optimizer': '@Adam', 'lr_schedule': '@multifactor'},
   'ExpertIteration': {'optimizer': '@Adam', 'lr_schedule': '@multifactor'},
 }

@@ -139,8 +139,10 @@ class NStepValueLossTest(chex.TestCase):
 
 
 def test_trax_dense_init_is_glorot_uniform_with_tiny_biases():
-  body = functools.partial(models.MLP, layer_widths=(32, 32), dense_init='trax')
-  module = models.Quality(n_actions=2, body=body, dense_init='trax')
+  body = functools.partial(
+    models.MLP, layer_widths=(32, 32), dense_init='glorot'
+  )
+  module = models.Quality(n_actions=2, body=body, dense_init='glorot')
   params = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))['params']
   layers = [params['MLP_0']['Dense_0'], params['MLP_0']['Dense_1']]
   for layer in layers + [params['Dense_0']]:
@@ -156,8 +158,8 @@ def test_trax_dense_init_is_glorot_uniform_with_tiny_biases():
     jax.random.PRNGKey(0), jnp.zeros((1, 4))
   )['params']
   assert not np.any(np.asarray(flax_params['Dense_0']['bias']))
-  with pytest.raises(ValueError, match="dense_init must be 'flax' or 'trax'"):
-    models.MLP(dense_init='glorot').init(
+  with pytest.raises(ValueError, match="dense_init must be 'flax' or 'glorot'"):
+    models.MLP(dense_init='lecun').init(
       jax.random.PRNGKey(0), jnp.zeros((1, 4))
     )
 

@@ -39,7 +39,7 @@ def activation_fn(activation: str | Callable) -> Callable:
 def dense_init(name: str) -> dict[str, Any]:
   """nn.Dense initializer kwargs by name.
 
-  'flax': flax's defaults (LeCun normal kernels, zero biases). 'trax': Trax's
+  'flax': flax's defaults (LeCun normal kernels, zero biases). 'glorot': Trax's
   `tl.Dense` defaults (Glorot uniform kernels, N(0, 1e-6) biases), which
   Trax gin files are written for.
 
@@ -48,12 +48,12 @@ def dense_init(name: str) -> dict[str, Any]:
   """
   if name == 'flax':
     return {}
-  if name == 'trax':
+  if name == 'glorot':
     return {
       'kernel_init': nn.initializers.glorot_uniform(),
       'bias_init': nn.initializers.normal(1e-6),
     }
-  raise ValueError(f"dense_init must be 'flax' or 'trax', got {name!r}")
+  raise ValueError(f"dense_init must be 'flax' or 'glorot', got {name!r}")
 
 
 class MLP(nn.Module):
@@ -64,7 +64,7 @@ class MLP(nn.Module):
     activation: activation after each hidden layer (name or callable).
     out_activation: whether the last layer also gets the activation.
     flatten: flatten each observation to a vector first.
-    dense_init: initializers of the Dense layers, 'flax' or 'trax' (see
+    dense_init: initializers of the Dense layers, 'flax' or 'glorot' (see
       `dense_init`).
   """
 
@@ -222,7 +222,7 @@ class Quality(nn.Module):
     n_actions: number of actions.
     body: body factory.
     dueling: split into value and advantage streams (Wang et al., 2016).
-    dense_init: initializers of the head's Dense layers, 'flax' or 'trax'
+    dense_init: initializers of the head's Dense layers, 'flax' or 'glorot'
       (see `dense_init`).
   """
 
