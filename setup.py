@@ -46,6 +46,8 @@ setuptools.setup(
         # JAX-native envs for the device path; gymnax 1.x keeps terminated and
         # truncated apart (and pins gymnasium < 1.4).
         'gymnax>=1.0.1',
+        # The device replay's prioritized sampling: flashbax's sum tree.
+        'flashbax>=0.1.3',
         'numpy>=2.0',
         'etils[epath]>=1.10',
         'tensorboardX>=2.6',
