@@ -19,6 +19,7 @@ machines are shared; absolute seconds move between runs):
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -35,10 +36,17 @@ PEER_SCRIPT = '/work/shared/bench/purejaxrl_ppo.py'
 PEER_PYTHON = '/work/peers/venv/bin/python'
 
 
-def train(config, bindings=(), n_seeds=1, eval_episodes=20):
+def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
   """Trains `config` (k seeds); returns timings, returns and greedy evals."""
   start = time.perf_counter()
-  configurables.parse([config], [*bindings, f'train_rl.n_seeds={n_seeds}'])
+  configurables.parse(
+    [config],
+    [
+      *bindings,
+      f'train_rl.n_seeds={n_seeds}',
+      f'train_rl.epochs_per_call={per_call}',
+    ],
+  )
   records = []
   result = configurables.train_rl(
     output_dir=None, callbacks=[lambda agent, record: records.append(record)]
@@ -60,13 +68,15 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20):
     )
     evals.append(float(np.mean(returns)))
   steps = records[-1]['n_interactions'] * n_seeds
-  run_s = sum(r['epoch_s'] for r in records)
+  # The records' epoch_s include the first call's compile.
+  run_s = sum(r['epoch_s'] for r in records) - runner.compile_s
   return {
     'config': config,
     'bindings': list(bindings),
     'n_seeds': n_seeds,
     'env_steps_total': steps,
     'wall_s_incl_build_compile': round(wall, 2),
+    'epochs_per_call': per_call,
     'compile_s': round(runner.compile_s, 2),
     'epochs_run_s': round(run_s, 2),
     'env_steps_per_s': round(steps / run_s),
@@ -105,19 +115,26 @@ def main():
   p.add_argument('measures', nargs='+')
   p.add_argument('--peer', action='store_true', help='run PureJaxRL too')
   p.add_argument('--breakout_steps', type=int, default=500_000)
+  p.add_argument(
+    '--epochs_per_call',
+    type=int,
+    default=1,
+    help='train_rl.epochs_per_call of every trax_rl run',
+  )
   args = p.parse_args()
+  train_ = functools.partial(train, per_call=args.epochs_per_call)
   peer_result = peer() if args.peer else None
   if peer_result is not None:
     emit('peer', purejaxrl=peer_result)
   for m in args.measures:
     if m == 'overhead':
-      ours = train('gin/gymnax/ppo_cartpole_purejaxrl.gin')
+      ours = train_('gin/gymnax/ppo_cartpole_purejaxrl.gin')
       ratio = None
       if peer_result and 'env_sps' in peer_result:
         ratio = round(ours['env_steps_per_s'] / peer_result['env_sps'], 2)
       emit(m, trax_rl=ours, sps_ratio_vs_purejaxrl=ratio)
     elif m == 'solve':
-      ours = train('gin/gymnax/ppo_cartpole.gin', n_seeds=3)
+      ours = train_('gin/gymnax/ppo_cartpole.gin', n_seeds=3)
       ratio = None
       if peer_result and 'first_call_compile_plus_run_s' in peer_result:
         ratio = round(
@@ -130,12 +147,16 @@ def main():
       host = []
       for seed in range(3):
         start = time.perf_counter()
-        configurables.parse(['gin/ppo_cartpole.gin'], [f'PPO.seed={seed}'])
+        # No per-epoch greedy evals, as on the gymnax side.
+        configurables.parse(
+          ['gin/ppo_cartpole.gin'],
+          [f'PPO.seed={seed}', 'PPO.n_eval_episodes=0'],
+        )
         configurables.train_rl(output_dir=None)
         host.append(time.perf_counter() - start)
-      ours = train(
+      ours = train_(
         'gin/ppo_cartpole.gin',
-        ["RLTask.env='gymnax:CartPole-v1'"],
+        ["RLTask.env='gymnax:CartPole-v1'", 'PPO.n_eval_episodes=0'],
         n_seeds=3,
       )
       emit(
@@ -146,8 +167,8 @@ def main():
       )
     elif m == 'seeds':
       fewer = ['train_rl.n_epochs=60']
-      one = train('gin/gymnax/ppo_cartpole.gin', fewer, 1, eval_episodes=1)
-      many = train('gin/gymnax/ppo_cartpole.gin', fewer, 16, eval_episodes=1)
+      one = train_('gin/gymnax/ppo_cartpole.gin', fewer, 1, eval_episodes=1)
+      many = train_('gin/gymnax/ppo_cartpole.gin', fewer, 16, eval_episodes=1)
       emit(
         m,
         one_seed_sps=one['env_steps_per_s'],
@@ -156,7 +177,7 @@ def main():
       )
     elif m == 'breakout':
       epochs = args.breakout_steps // (64 * 128)
-      ours = train(
+      ours = train_(
         'gin/gymnax/ppo_breakout.gin',
         [f'train_rl.n_epochs={epochs}'],
         n_seeds=3,
