@@ -176,6 +176,7 @@ def train_rl(
   strict: bool = False,
   allow_config_change: bool = False,
   n_seeds: int = 1,
+  epochs_per_call: int = 1,
   collector: Callable[[], Any] | None = None,
   multihost: bool = False,
   coordinator_address: str | None = None,
@@ -208,6 +209,9 @@ def train_rl(
     n_seeds: train this many seeds (the agent's seed, seed + 1, ...) in one
       vmapped device program (`device.seeds`); needs a JAX env. It writes
       one record per seed and epoch (field `seed`) and keeps no checkpoint.
+    epochs_per_call: on the device path, run up to this many epochs in one
+      compiled call (fewer host round trips; `Agent.run` says what happens
+      once per call instead of once per epoch). Needs a JAX env.
     collector: where experience comes from: `@LocalCollector` (None, the
       default: the task's own envs) or `@RayCollector` (rollout actors; its
       knobs bound in gin). Actors build their agent from this gin config.
@@ -236,12 +240,15 @@ def train_rl(
   ):
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
   validation.check_count('n_seeds', n_seeds, 1)
+  validation.check_count('epochs_per_call', epochs_per_call, 1)
   if multihost and not build_only:
     multihost_lib.join_job(
       coordinator_address, num_processes, process_id, collector, n_seeds
     )
   if n_seeds > 1 and not build_only:
-    return _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds)
+    return _train_seeds(
+      agent_class, output_dir, n_epochs, callbacks, n_seeds, epochs_per_call
+    )
   try:
     with restoring.restore_deferred():  # The config is compared first.
       agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
@@ -269,6 +276,7 @@ def train_rl(
       n_epochs_is_total_epochs=True,
       callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
       on_nonfinite=on_nonfinite,
+      epochs_per_call=epochs_per_call,
     )
   finally:
     agent.close()
@@ -305,7 +313,9 @@ def _after_first_epoch(
   return callback
 
 
-def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
+def _train_seeds(
+  agent_class, output_dir, n_epochs, callbacks, n_seeds, epochs_per_call
+):
   """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once."""
   first = agent_class(task=gin_registry.RLTask(), output_dir=None)
   agents = [first] + [
@@ -316,7 +326,7 @@ def _train_seeds(agent_class, output_dir, n_epochs, callbacks, n_seeds):
   ]
   group = seeds.SeedBatch(agents, output_dir)
   try:
-    group.run(n_epochs, callbacks)
+    group.run(n_epochs, callbacks, epochs_per_call)
     if output_dir is not None:
       write_operative_config(output_dir)
   finally:

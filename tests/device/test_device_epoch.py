@@ -102,20 +102,56 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
   del first  # A killed run leaves only its last checkpoint.
   resumed = _pg(str(tmp_path / 'cut'))
   resumed.run(4, n_epochs_is_total_epochs=True)
-
-  def records(name):
-    lines = (tmp_path / name / 'metrics.jsonl').read_text().splitlines()
-    out = []
-    for line in lines:
-      r = json.loads(line)
-      out.append({k: r[k] for k in r if 'per_s' not in k and k[-2:] != '_s'})
-    return out
-
-  assert records('full') == records('cut')
+  assert _records(tmp_path / 'full') == _records(tmp_path / 'cut')
   np.testing.assert_array_equal(
     jax.tree.leaves(full.loop.trainer.params)[0],
     jax.tree.leaves(resumed.loop.trainer.params)[0],
   )
+
+
+def _records(output_dir):
+  """metrics.jsonl without its timings."""
+  lines = (output_dir / 'metrics.jsonl').read_text().splitlines()
+  out = []
+  for line in lines:
+    r = json.loads(line)
+    out.append({k: r[k] for k in r if 'per_s' not in k and k[-2:] != '_s'})
+  return out
+
+
+def test_epochs_per_call_changes_no_number(tmp_path):
+  one = _pg(str(tmp_path / 'one'))
+  one.run(5)
+  seen = []
+  # 3 + 2 epochs: the short call reuses the program compiled for 3.
+  looped = _pg(str(tmp_path / 'looped'))
+  looped.run(5, epochs_per_call=3, callbacks=[lambda a, r: seen.append(r)])
+  assert len(seen) == 5 and looped.current_epoch == 5
+  assert _records(tmp_path / 'one') == _records(tmp_path / 'looped')
+  np.testing.assert_array_equal(
+    jax.tree.leaves(one.loop.trainer.params)[0],
+    jax.tree.leaves(looped.loop.trainer.params)[0],
+  )
+  # Resumed from the checkpoint at the end of the first call of 3.
+  cut = _pg(str(tmp_path / 'cut'))
+  cut.run(3, epochs_per_call=3)
+  resumed = _pg(str(tmp_path / 'cut'))
+  assert resumed.current_epoch == 3
+  resumed.run(5, n_epochs_is_total_epochs=True, epochs_per_call=4)
+  assert _records(tmp_path / 'cut') == _records(tmp_path / 'one')
+
+
+def test_epochs_per_call_needs_the_device_path():
+  task = task_lib.RLTask('CartPole-v1', n_envs=2, initial_trajectories=0)
+  agent = policy_agents.PolicyGradient(
+    task,
+    model_fn=functools.partial(models.Policy, body=MLP),
+    n_interactions_per_epoch=32,
+  )
+  with pytest.raises(ValueError, match='epochs_per_call=2 needs the device'):
+    agent.run(2, epochs_per_call=2)
+  with pytest.raises(ValueError, match='epochs_per_call'):
+    _pg().run(2, epochs_per_call=0)
 
 
 def test_trajectory_epochs_and_expert_iteration_say_what_to_do():
@@ -142,8 +178,15 @@ train_rl.n_epochs = 3
 """
 
 
-def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path):
-  configurables.parse(bindings=[PG_GIN, 'train_rl.n_seeds = 2'])
+@pytest.mark.parametrize('per_call', [1, 2])
+def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
+  configurables.parse(
+    bindings=[
+      PG_GIN,
+      'train_rl.n_seeds = 2',
+      f'train_rl.epochs_per_call = {per_call}',
+    ]
+  )
   configurables.train_rl(output_dir=str(tmp_path / 'both'))
   lines = (tmp_path / 'both' / 'metrics.jsonl').read_text().splitlines()
   both = [json.loads(line) for line in lines]

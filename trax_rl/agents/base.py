@@ -260,6 +260,7 @@ class Agent(
     n_epochs_is_total_epochs: bool = False,
     callbacks: Sequence[EpochCallback] = (),
     on_nonfinite: str = 'stop',
+    epochs_per_call: int = 1,
   ) -> None:
     """Runs n epochs of collect -> evaluate -> train -> save.
 
@@ -271,100 +272,74 @@ class Agent(
       on_nonfinite: when a loss (checked in every update), the parameters
         (checked once per epoch: a non-finite gradient turns them
         non-finite) or a collected observation is NaN or inf: 'stop'
-        raises `nonfinite.NonFiniteError` before the epoch is saved, so the checkpoint
-        on disk stays the last finite one; 'warn' logs one line per epoch
-        and trains on; 'off' does not check.
+        raises `nonfinite.NonFiniteError` before the epoch is saved, so the
+        checkpoint on disk stays the last finite one; 'warn' logs one line
+        per epoch and trains on; 'off' does not check.
+      epochs_per_call: the device path runs up to this many epochs in one
+        compiled call. Every epoch still gets its record and callbacks, but
+        evaluation (before the call's first epoch), the checkpoint, the
+        non-finite check and a callback's stop happen once per call.
 
     Raises:
       nonfinite.NonFiniteError: a non-finite value, with on_nonfinite='stop'.
+      ValueError: epochs_per_call > 1 on the host path.
     """
     validation.check_count('n_epochs', n_epochs, 0)
+    validation.check_count('epochs_per_call', epochs_per_call, 1)
     nonfinite.check_policy(on_nonfinite)
     self.restore()
     for trainer in self.trainers().values():
       trainer.set_check_finite(on_nonfinite != 'off')
     self._task.set_check_finite(on_nonfinite != 'off')
-    if not self._only_eval and self.device_runner() is not None:
+    device = not self._only_eval and self.device_runner() is not None
+    if device:
       # The guard's switch may have changed the learner's structure.
       self._device.set_learner(self.device_learner())
-    n_to_run = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
+      self._device.set_epochs_per_call(epochs_per_call)
+    elif epochs_per_call > 1 and not self._only_eval:
+      raise ValueError(
+        f'epochs_per_call={epochs_per_call} needs the device path (a JAX '
+        f'env id such as gymnax:CartPole-v1 and an agent with a compiled '
+        f'epoch); {type(self).__name__} on this env trains on the host'
+      )
+    n_left = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     writes = self._output_dir is not None and checkpointing.writes_outputs()
     if writes and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
-    for _ in range(max(n_to_run, 0)):
+    while n_left > 0:
       if self._only_eval:
-        record = self._evaluation_epoch()
+        records = [self._evaluation_epoch()]
       else:
-        record = self._run_epoch(on_nonfinite)
+        first = self._epoch + 1
+        records = self._run_epochs(on_nonfinite, min(epochs_per_call, n_left))
         if self._writer is not None:
-          self._writer.write('epoch', self._epoch, record)
+          for epoch, record in enumerate(records, first):
+            self._writer.write('epoch', epoch, record)
         if writes:
           self.save()
-      # Every callback sees the epoch, then any of them may stop the run.
-      if any([callback(self, record) for callback in callbacks]):
+      n_left -= len(records)
+      # Every callback sees every epoch, then any of them may stop the run.
+      stops = [cb(self, record) for record in records for cb in callbacks]
+      if any(stops):
         break
 
-  def _run_epoch(self, on_nonfinite: str) -> dict[str, Any]:
-    """Collects, evaluates and trains one epoch; returns its record."""
-    self._epoch += 1
-    epoch_start = time.perf_counter()
+  def _run_epochs(self, on_nonfinite: str, n: int) -> list[dict[str, Any]]:
+    """Collects, evaluates and trains n epochs (one, on the host path)."""
+    saved = self._epoch
+    start = time.perf_counter()
     if self._device is not None:
-      record = self._device_epoch()
+      records = self._device_epochs(n)
     else:
-      record = self._host_epoch(on_nonfinite)
+      self._epoch += 1
+      records = [self._host_epoch(on_nonfinite)]
     for name, trainer in self.trainers().items():
-      found = trainer.nonfinite()  # One read per trainer and epoch.
+      found = trainer.nonfinite()  # One read per trainer and call.
       if found is not None:
-        self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0])
+        self._on_nonfinite(on_nonfinite, f'{name}/{found[1]}', found[0], saved)
         trainer.clear_nonfinite()
-    record['epoch_s'] = time.perf_counter() - epoch_start
-    return record
-
-  def _device_epoch(self) -> dict[str, Any]:
-    """Evaluate, then one compiled epoch (collect and train) on the device.
-
-    Evaluation comes first so that, as on the host path, it scores the
-    parameters that collect this epoch's data.
-    """
-    record = self.evaluate() if self._n_eval_episodes else {}
-    (device_record,) = self._device.run_epoch()
-    self.set_device_learner(self._device.learner)
-    self._avg_returns.append(device_record['avg_return'])
-    device_record['n_trajectories'] = device_record['n_episodes']
-    return dict(device_record, **record)
-
-  def _collect_record(self) -> dict[str, Any]:
-    """Collects one epoch; the record of its return and speed."""
-    start = time.perf_counter()
-    interactions_before = self._task.n_interactions()
-    avg_return = self._collect()
-    collect_s = time.perf_counter() - start
-    new_interactions = self._task.n_interactions() - interactions_before
-    record = {
-      'avg_return': avg_return,
-      **self._task.episode_stats.record(),
-      'n_interactions': self._task.n_interactions(),
-      'n_trajectories': self._task.n_trajectories(),
-      'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
-      'collect_s': collect_s,
-    }
-    if self._collector is not None:
-      record.update(self._collector.metrics())
-    return record
-
-  def _host_epoch(self, on_nonfinite: str) -> dict[str, Any]:
-    """Collects from the gymnasium path, evaluates, trains."""
-    nonfinite_before = self._task.n_nonfinite_observations()
-    record = self._collect_record()
-    self._avg_returns.append(record['avg_return'])
-    if self._task.n_nonfinite_observations() > nonfinite_before:
-      self._on_nonfinite(on_nonfinite, 'observation', None)
-    if self._n_eval_episodes:
-      record.update(self.evaluate())
-    start = time.perf_counter()
-    record.update(self.train_epoch())
-    record['train_s'] = time.perf_counter() - start
-    return record
+    for record in records:
+      record['epoch_s'] = (time.perf_counter() - start) / len(records)
+    return records
 
   def _evaluation_epoch(self) -> dict[str, Any]:
     """`only_eval`: collect unrecorded and evaluate; the state stays."""
@@ -375,11 +350,16 @@ class Agent(
       self._writer.write('only_eval', self._epoch, record)
     return record
 
-  def _on_nonfinite(self, policy: str, what: str, step: int | None) -> None:
-    """Stops (raises) or warns about a non-finite `what`."""
+  def _on_nonfinite(
+    self, policy: str, what: str, step: int | None, saved: int | None = None
+  ) -> None:
+    """Stops (raises) or warns about a non-finite `what`.
+
+    `saved`: the epoch on disk (default: the one before this epoch).
+    """
     if step is None:  # An observation: say where training stood.
       step = max((t.step for t in self.trainers().values()), default=0)
-    saved = self._epoch - 1
+    saved = self._epoch - 1 if saved is None else saved
     kept = (
       f'{checkpointing.CHECKPOINT_FILE} keeps epoch {saved}'
       if self._output_dir is not None and saved

@@ -1,19 +1,22 @@
-"""Where an agent's experience comes from, besides its task's own envs.
+"""Where an agent's experience comes from: the host and device epochs.
 
 One algorithm has one implementation; the data paths differ only in where
-its experience comes from. The host path is `Agent.collect_locally`. These
-hooks are the rest: an agent with a compiled epoch (`trax_rl.device`)
-implements the device ones, an agent that acts on rollout actors
-(`trax_rl.distributed`) the actor ones. `Agent` inherits them.
+its experience comes from. An epoch on the host path collects from the
+task's envs (`Agent.collect_locally`) or from a collector, then trains; an
+epoch on the device path is one compiled call. The hooks are the rest: an
+agent with a compiled epoch (`trax_rl.device`) implements the device ones,
+an agent that acts on rollout actors (`trax_rl.distributed`) the actor
+ones. `Agent` inherits them.
 """
 
+import time
 from typing import Any
 
 from trax_rl.device import epoch as device_epoch
 
 
 class DataPaths:
-  """The device and rollout-actor hooks of `Agent` (defaults: neither)."""
+  """The data paths of `Agent`: host and device epochs, and their hooks."""
 
   _device: device_epoch.DeviceRunner | None = None  # Built on first use.
   _collector: Any = None  # None: collect in this process.
@@ -40,6 +43,57 @@ class DataPaths:
     if self._device is None:
       self._device = device_epoch.runner_for(self)
     return self._device
+
+  def _device_epochs(self, n: int) -> list[dict[str, Any]]:
+    """Evaluates, then n compiled epochs (collect and train) in one call.
+
+    Evaluation comes first so that, as on the host path, it scores the
+    parameters that collect the (first) epoch's data; its numbers go into
+    the first epoch's record.
+    """
+    evals = self.evaluate() if self._n_eval_episodes else {}
+    records = []
+    for (record,) in self._device.run_epochs(n):
+      self._epoch += 1
+      self._avg_returns.append(record['avg_return'])
+      record['n_trajectories'] = record['n_episodes']
+      records.append(record)
+    records[0].update(evals)
+    self.set_device_learner(self._device.learner)
+    return records
+
+  def _collect_record(self) -> dict[str, Any]:
+    """Collects one epoch; the record of its return and speed."""
+    start = time.perf_counter()
+    interactions_before = self._task.n_interactions()
+    avg_return = self._collect()
+    collect_s = time.perf_counter() - start
+    new_interactions = self._task.n_interactions() - interactions_before
+    record = {
+      'avg_return': avg_return,
+      **self._task.episode_stats.record(),
+      'n_interactions': self._task.n_interactions(),
+      'n_trajectories': self._task.n_trajectories(),
+      'env_steps_per_s': new_interactions / max(collect_s, 1e-9),
+      'collect_s': collect_s,
+    }
+    if self._collector is not None:
+      record.update(self._collector.metrics())
+    return record
+
+  def _host_epoch(self, on_nonfinite: str) -> dict[str, Any]:
+    """Collects from the gymnasium path, evaluates, trains."""
+    nonfinite_before = self._task.n_nonfinite_observations()
+    record = self._collect_record()
+    self._avg_returns.append(record['avg_return'])
+    if self._task.n_nonfinite_observations() > nonfinite_before:
+      self._on_nonfinite(on_nonfinite, 'observation', None)
+    if self._n_eval_episodes:
+      record.update(self.evaluate())
+    start = time.perf_counter()
+    record.update(self.train_epoch())
+    record['train_s'] = time.perf_counter() - start
+    return record
 
   def set_collector(self, collector: Any) -> None:
     """Hands collection to `collector` (e.g. a `RayCollector`).

@@ -10,9 +10,11 @@ where `learner` is the agent's learner state (train states, ...), a pytree.
 
 `train` is the agent's own pure update code (the same loss and optimizer
 as its gymnasium path), fed from the rollout instead of from RLTask.
-`DeviceRunner` jits `epoch = rollout + train` once, runs it once per host
-epoch (the Agent keeps its lifecycle: evals, metrics, checkpoints) and
-keeps the whole state on the device between epochs. With `n_seeds = k` the
+`DeviceRunner` jits `epoch = rollout + train` once and keeps the whole
+state on the device between epochs. One host call runs one epoch, or with
+`epochs_per_call = k` up to k epochs in one compiled loop (one transfer of
+their records); the Agent keeps its lifecycle (evals, metrics, checkpoints)
+between calls. With `n_seeds = k` the
 epoch is vmapped over a leading seed axis of the learner and env state.
 The runner's `state_dict` holds the env state and keys as numpy, so a
 checkpoint resumes episodes in flight exactly.
@@ -28,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import checkpoint, jax_envs
+from trax_rl import checkpoint, jax_envs, validation
 from trax_rl.device import rollout
 
 
@@ -102,6 +104,8 @@ class DeviceRunner:
       epoch, init, split = jax.vmap(epoch), jax.vmap(init), jax.vmap(split)
     keys = split(key)
     env_key, train_key = keys[..., 0, :], keys[..., 1, :]
+    self._one_epoch = epoch
+    self.epochs_per_call = 1
     self._epoch = jax.jit(epoch)
     self._compiled = None
     self.compile_s = None  # Seconds the first compile took.
@@ -122,39 +126,66 @@ class DeviceRunner:
   def n_seeds(self) -> int:
     return self._n_seeds
 
+  def set_epochs_per_call(self, k: int) -> None:
+    """Lets one compiled call run up to k epochs (`run_epochs`).
+
+    The epochs run in a loop with a run-time trip count, so any count up
+    to k reuses one compiled program.
+    """
+    validation.check_count('epochs_per_call', k, 1)
+    if k != self.epochs_per_call:
+      self.epochs_per_call = k
+      one = self._one_epoch
+      self._epoch = jax.jit(one if k == 1 else _looped(one, k))
+      self._compiled = None
+
   def compile(self) -> float:
     """Compiles the epoch without running it; returns the seconds taken."""
     start = time.perf_counter()
-    self._compiled = self._epoch.lower(self._state).compile()
+    args = (self._state,) if self.epochs_per_call == 1 else (self._state, 1)
+    self._compiled = self._epoch.lower(*args).compile()
     self.compile_s = time.perf_counter() - start
     return self.compile_s
 
   def run_epoch(self) -> list[dict[str, float]]:
-    """Runs one epoch; returns one record per seed (host floats).
+    """Runs one epoch; returns one record per seed (host floats)."""
+    (records,) = self.run_epochs(1)
+    return records
 
-    The first call compiles (ahead of time; `compile_s` says how long).
+  def run_epochs(self, n: int) -> list[list[dict[str, float]]]:
+    """Runs n <= epochs_per_call epochs in one call.
+
+    Returns one list per epoch of one record per seed (host floats); each
+    record's `epoch_s` is the call's wall time over n. The first call
+    compiles (ahead of time; `compile_s` says how long).
     """
+    if not 1 <= n <= self.epochs_per_call:
+      raise ValueError(f'n must be in [1, {self.epochs_per_call}], got {n}')
     if self._compiled is None:
       self.compile()
     start = time.perf_counter()
-    self._state, record = self._compiled(self._state)
-    record = jax.device_get(record)  # One transfer; waits for the epoch.
+    if self.epochs_per_call == 1:
+      self._state, record = self._compiled(self._state)
+      record = jax.tree.map(lambda x: x[None], record)
+    else:
+      self._state, record = self._compiled(self._state, n)
+    record = jax.device_get(record)  # One transfer; waits for the epochs.
     wall = time.perf_counter() - start
-    self.n_interactions += self._steps_per_epoch
-    common = {
-      'n_interactions': self.n_interactions // self._n_seeds,
-      'env_steps_per_s': self._steps_per_epoch / max(wall, 1e-9),
-      'epoch_s': wall,
-    }
-    records = []
-    for seed in range(self._n_seeds):
-      one = (
-        record
-        if self._n_seeds == 1
-        else jax.tree.map(lambda x, s=seed: x[s], record)
-      )
-      records.append(dict(common, **{k: _scalar(v) for k, v in one.items()}))
-    return records
+    out = []
+    for epoch in range(n):
+      self.n_interactions += self._steps_per_epoch
+      common = {
+        'n_interactions': self.n_interactions // self._n_seeds,
+        'env_steps_per_s': n * self._steps_per_epoch / max(wall, 1e-9),
+        'epoch_s': wall / n,
+      }
+      records = []
+      for seed in range(self._n_seeds):
+        index = (epoch,) if self._n_seeds == 1 else (epoch, seed)
+        one = {k: _scalar(v[index]) for k, v in record.items()}
+        records.append(dict(common, **one))
+      out.append(records)
+    return out
 
   def state_dict(self) -> dict[str, Any]:
     """Env state (episodes in flight), keys and counters, as numpy."""
@@ -182,6 +213,28 @@ class DeviceRunner:
   def sharding(self) -> jax.sharding.Sharding | None:
     """How the seed axis is split over devices (None: default device)."""
     return self._sharding
+
+
+def _looped(epoch: Callable, k: int) -> Callable:
+  """`(state, n) -> (state, records [k, ...])`: n <= k epochs in a loop.
+
+  Records past n stay zero. The trip count is a run-time value, so a short
+  last call reuses the same compiled program.
+  """
+
+  def run(state, n):
+    _, shapes = jax.eval_shape(epoch, state)
+    buffers = jax.tree.map(lambda x: jnp.zeros((k, *x.shape), x.dtype), shapes)
+
+    def body(i, carry):
+      state, buffers = carry
+      state, record = epoch(state)
+      buffers = jax.tree.map(lambda b, x: b.at[i].set(x), buffers, record)
+      return state, buffers
+
+    return jax.lax.fori_loop(0, n, body, (state, buffers))
+
+  return run
 
 
 def seed_sharding(n_seeds: int) -> jax.sharding.Sharding | None:

@@ -79,22 +79,32 @@ class SeedBatch:
     self,
     n_epochs: int,
     callbacks: Sequence[Callable[[Any, dict[str, Any]], Any]] = (),
+    epochs_per_call: int = 1,
   ) -> None:
-    """Runs n_epochs; callbacks get the mean record over seeds."""
-    for _ in range(n_epochs):
-      self._epoch += 1
-      records = self._runner.run_epoch()
-      for seed, record in zip(self._seeds, records):
-        record['seed'] = seed
-        if self._writer is not None:
-          self._writer.write('epoch', self._epoch, record)
-      mean = {
-        k: float(np.mean([r[k] for r in records]))
-        for k in records[0]
-        if k != 'seed'
-      }
-      self.avg_returns.append(mean['avg_return'])
-      if any([callback(self, mean) for callback in callbacks]):
+    """Runs n_epochs, up to epochs_per_call in one compiled call.
+
+    Callbacks get the mean record over seeds of every epoch; one returning
+    True stops the run at the end of the call.
+    """
+    self._runner.set_epochs_per_call(epochs_per_call)
+    n_left = n_epochs
+    while n_left > 0:
+      stops = []
+      for records in self._runner.run_epochs(min(epochs_per_call, n_left)):
+        self._epoch += 1
+        n_left -= 1
+        for seed, record in zip(self._seeds, records):
+          record['seed'] = seed
+          if self._writer is not None:
+            self._writer.write('epoch', self._epoch, record)
+        mean = {
+          k: float(np.mean([r[k] for r in records]))
+          for k in records[0]
+          if k != 'seed'
+        }
+        self.avg_returns.append(mean['avg_return'])
+        stops += [callback(self, mean) for callback in callbacks]
+      if any(stops):
         break
     learner = self._runner.learner
     for i, agent in enumerate(self._agents):
