@@ -30,14 +30,10 @@ def from_module(module: nn.Module, example_observation: np.ndarray) -> Network:
   Returns:
     The Network whose `init(key)` builds parameters for that observation shape.
   """
-  shape = (1,) + np.shape(example_observation)
-  dtype = jnp.asarray(example_observation).dtype
-  dummy = jnp.zeros(shape, dtype)
-  # One compiled init, not one eager compile per initializer op. (Not
-  # shared between equal modules: a module's gin-bound parts, e.g. an MLP
-  # body's widths, are not in its equality.)
-  init = jax.jit(lambda key: module.init(key, dummy))
-  return Network(init=init, apply=module.apply)
+  dummy = jnp.zeros(
+    (1,) + np.shape(example_observation), jnp.asarray(example_observation).dtype
+  )
+  return Network(init=lambda key: module.init(key, dummy), apply=module.apply)
 
 
 @dataclasses.dataclass(frozen=True)
