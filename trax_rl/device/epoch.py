@@ -110,7 +110,9 @@ class DeviceRunner:
     self._compiled = None
     self.compile_s = None  # Seconds the first compile took.
     self._sharding = seed_sharding(n_seeds)
-    self._state = self._place(DeviceState(learner, init(env_key), train_key))
+    # Jitted: one compile, not one eager compile per op of the env's reset.
+    carry = jax.jit(init)(env_key)
+    self._state = self._place(DeviceState(learner, carry, train_key))
     self.n_interactions = 0
 
   def _place(self, state: DeviceState) -> DeviceState:

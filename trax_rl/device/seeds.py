@@ -47,8 +47,9 @@ class SeedBatch:
       )
     self._agents = list(agents)
     self._seeds = [a.seed for a in agents]
-    learner = jax.tree.map(
-      lambda *xs: jnp.stack(xs), *[a.device_learner() for a in agents]
+    # Jitted: one compile, not one eager stack per leaf.
+    learner = jax.jit(lambda *ls: jax.tree.map(lambda *xs: jnp.stack(xs), *ls))(
+      *[a.device_learner() for a in agents]
     )
     self._runner = device_epoch.make_runner(
       first.task,
@@ -106,9 +107,12 @@ class SeedBatch:
         stops += [callback(self, mean) for callback in callbacks]
       if any(stops):
         break
-    learner = self._runner.learner
-    for i, agent in enumerate(self._agents):
-      agent.set_device_learner(jax.tree.map(lambda x, i=i: x[i], learner))
+    n = len(self._agents)
+    learners = jax.jit(  # One compile, not one eager slice per leaf.
+      lambda st: [jax.tree.map(lambda x, i=i: x[i], st) for i in range(n)]
+    )(self._runner.learner)
+    for agent, learner in zip(self._agents, learners):
+      agent.set_device_learner(learner)
 
   def close(self) -> None:
     if self._writer is not None:
