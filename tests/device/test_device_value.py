@@ -2,12 +2,14 @@
 device path of ReplayValueAgent."""
 
 import functools
+import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from trax_rl import configurables
 from trax_rl import task as task_lib
 from trax_rl.agents import replay_value, value_agents
 from trax_rl.device import evaluate, seeds, value_epoch
@@ -188,3 +190,26 @@ def test_seed_batch_reproduces_each_seed_alone():
   ):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   assert agents[0].trainer.step > 0
+
+
+@pytest.mark.parametrize(
+  'config, agent',
+  [('gin/r2d2_cartpole_masked.gin', 'R2D2'), ('gin/dqn_cartpole.gin', 'DQN')],
+)
+def test_agents_without_a_device_program_step_a_jax_env_from_the_host(
+  config, agent
+):
+  root = pathlib.Path(__file__).resolve().parents[2]
+  small = [
+    "RLTask.env = 'gymnax:CartPole-v1'",
+    f'{agent}.n_eval_episodes = 1',
+    'train_rl.n_epochs = 2',
+  ]
+  if agent == 'R2D2':
+    small += ['R2D2.n_interactions_per_epoch = 400', 'R2D2.min_replay_size = 2']
+  configurables.parse([str(root / config)], small)
+  built = configurables.train_rl(output_dir=None, build_only=True)
+  assert built.device_program() is None  # The host path, not a crash.
+  built.run(2)
+  assert built.current_epoch == 2
+  assert all(t.step > 0 for t in built.trainers().values())

@@ -140,6 +140,12 @@ class R2D2(replay_value.ReplayValueAgent):
       module, self._task.example_observation()
     )
 
+  def _make_device_store(self, n_step, target_update_period):
+    """None: no device program yet; on a JAX env R2D2 steps it from the
+    host (the device value epoch is feed-forward)."""
+    del n_step, target_update_period
+    return None
+
   def _make_adder(self) -> sequence_adder.SequenceAdder:
     return sequence_adder.SequenceAdder(
       self._burn_in,
