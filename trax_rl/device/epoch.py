@@ -105,10 +105,8 @@ class DeviceRunner:
     keys = split(key)
     env_key, train_key = keys[..., 0, :], keys[..., 1, :]
     self._one_epoch = epoch
-    self.epochs_per_call = 1
-    self._epoch = jax.jit(epoch)
-    self._compiled = None
     self.compile_s = None  # Seconds the first compile took.
+    self._use_epochs_per_call(1)
     self._sharding = seed_sharding(n_seeds)
     # Jitted: one compile, not one eager compile per op of the env's reset.
     carry = jax.jit(init)(env_key)
@@ -136,23 +134,19 @@ class DeviceRunner:
     """
     validation.check_count('epochs_per_call', k, 1)
     if k != self.epochs_per_call:
-      self.epochs_per_call = k
-      one = self._one_epoch
-      self._epoch = jax.jit(one if k == 1 else _looped(one, k))
-      self._compiled = None
+      self._use_epochs_per_call(k)
+
+  def _use_epochs_per_call(self, k: int) -> None:
+    self.epochs_per_call = k
+    self._epochs = jax.jit(_looped(self._one_epoch, k))
+    self._compiled = None
 
   def compile(self) -> float:
     """Compiles the epoch without running it; returns the seconds taken."""
     start = time.perf_counter()
-    args = (self._state,) if self.epochs_per_call == 1 else (self._state, 1)
-    self._compiled = self._epoch.lower(*args).compile()
+    self._compiled = self._epochs.lower(self._state, 1).compile()
     self.compile_s = time.perf_counter() - start
     return self.compile_s
-
-  def run_epoch(self) -> list[dict[str, float]]:
-    """Runs one epoch; returns one record per seed (host floats)."""
-    (records,) = self.run_epochs(1)
-    return records
 
   def run_epochs(self, n: int) -> list[list[dict[str, float]]]:
     """Runs n <= epochs_per_call epochs in one call.
@@ -166,11 +160,7 @@ class DeviceRunner:
     if self._compiled is None:
       self.compile()
     start = time.perf_counter()
-    if self.epochs_per_call == 1:
-      self._state, record = self._compiled(self._state)
-      record = jax.tree.map(lambda x: x[None], record)
-    else:
-      self._state, record = self._compiled(self._state, n)
+    self._state, record = self._compiled(self._state, n)
     record = jax.device_get(record)  # One transfer; waits for the epochs.
     wall = time.perf_counter() - start
     out = []
@@ -221,8 +211,17 @@ def _looped(epoch: Callable, k: int) -> Callable:
   """`(state, n) -> (state, records [k, ...])`: n <= k epochs in a loop.
 
   Records past n stay zero. The trip count is a run-time value, so a short
-  last call reuses the same compiled program.
+  last call reuses the same compiled program. With k = 1 it is the epoch
+  itself, with no loop around it.
   """
+  if k == 1:
+
+    def once(state, n):
+      del n  # Always 1.
+      state, record = epoch(state)
+      return state, jax.tree.map(lambda x: x[None], record)
+
+    return once
 
   def run(state, n):
     _, shapes = jax.eval_shape(epoch, state)
