@@ -3,11 +3,18 @@
   python benchmarks/device_dqn.py [--configs gin/gymnax/dqn_cartpole.gin ...]
       [--seeds 0 1 2] [--steps 50000] [--gymnasium] [--cleanrl]
 
+R2D2 on the velocity-masked CartPole, against its gymnasium config:
+
+  python benchmarks/device_dqn.py --configs gin/gymnax/r2d2_cartpole_masked.gin
+      --steps 300000 --target 400 --vmap_seeds --gymnasium
+      --gymnasium_config gin/r2d2_cartpole_masked.gin
+
 Each gin/gymnax config is trained per seed for --steps env steps on the
 device path (one jitted call per epoch) and then evaluated on
 --eval_episodes greedy episodes (compiled, on gymnax). With --gymnasium the
 same config runs again with only `RLTask.env = 'CartPole-v1'` (the host
-path, gymnasium env, numpy Table), evaluated on gymnasium. With --cleanrl,
+path, gymnasium env, numpy Table), evaluated on gymnasium; or, with
+--gymnasium_config, that config (the one the gymnax config includes). With --cleanrl,
 CleanRL's `dqn_jax.py` runs for the same steps and seeds through
 /work/shared/bench/cleanrl_dqn_jax.py (set CLEANRL_GIT_DIR, PEERS and
 --cleanrl_python). Wall seconds count everything from building the agent
@@ -42,7 +49,9 @@ _CONFIGS = tuple(
 
 
 def _build(config: str, seed: int, gymnasium: bool):
-  bindings = ["RLTask.env = 'CartPole-v1'"] if gymnasium else []
+  bindings = []
+  if gymnasium and config.startswith('gin/gymnax/'):
+    bindings = ["RLTask.env = 'CartPole-v1'"]
   configurables.parse([config], bindings)
   agent_name = configurables.query('train_rl.agent_class').selector
   configurables.parse(
@@ -63,10 +72,16 @@ def _evaluate(agent, episodes: int, seed: int) -> list[float]:
   """Greedy returns of `episodes` episodes (compiled on a JAX env)."""
   task = agent.task
   if task.jax_env is not None:
-    greedy = agent.device_store.epoch.greedy
+    program = agent.device_program()
     play = jax.jit(
       lambda learner, key: evaluate.evaluate(
-        task.jax_env, greedy, learner, key, episodes, task.max_steps or 500
+        task.jax_env,
+        program.greedy,
+        learner,
+        key,
+        episodes,
+        task.max_steps or 500,
+        program.initial_core,
       )
     )
     returns = play(agent.device_learner(), jax.random.PRNGKey(10_000 + seed))
@@ -79,7 +94,10 @@ def _evaluate(agent, episodes: int, seed: int) -> list[float]:
 def run(config: str, seed: int, args, gymnasium: bool) -> dict:
   start = time.perf_counter()
   agent, agent_name, per_epoch = _build(config, seed, gymnasium)
-  agent.run(max(1, -(-args.steps // per_epoch)))
+  per_call = 1
+  if agent.device_program() is not None:
+    per_call = configurables.query('train_rl.epochs_per_call', 1)
+  agent.run(max(1, -(-args.steps // per_epoch)), epochs_per_call=per_call)
   wall = time.perf_counter() - start
   returns = _evaluate(agent, args.eval_episodes, seed)
   agent.close()
@@ -184,6 +202,11 @@ def main() -> None:
     '--gymnasium_seeds', type=int, nargs='+', help='default: --seeds'
   )
   p.add_argument(
+    '--gymnasium_config',
+    help='the gymnasium run trains this config (default: each --configs '
+    "file with RLTask.env = 'CartPole-v1')",
+  )
+  p.add_argument(
     '--vmap_seeds',
     action='store_true',
     help='train all seeds at once (the compiled epoch vmapped over seeds)',
@@ -209,7 +232,8 @@ def main() -> None:
       runs_by_path.append([run(config, s, args, False) for s in args.seeds])
     if args.gymnasium:
       gym_seeds = args.gymnasium_seeds or args.seeds
-      runs_by_path.append([run(config, s, args, True) for s in gym_seeds])
+      host = args.gymnasium_config or config
+      runs_by_path.append([run(host, s, args, True) for s in gym_seeds])
     for runs, path in zip(runs_by_path, ('device', 'gymnasium')):
       for r in runs:
         print(json.dumps(r), flush=True)

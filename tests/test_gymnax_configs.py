@@ -3,6 +3,7 @@
 import pathlib
 
 import gin
+import jax
 import pytest
 
 from trax_rl import configurables
@@ -50,4 +51,28 @@ def test_one_config_trains_one_small_epoch(tmp_path):
   assert agent.current_epoch == 1
   assert agent.trainer.step > 0
   assert (tmp_path / 'checkpoint.pkl').exists()
+  gin.clear_config()
+
+
+def test_r2d2_masked_config_trains_on_the_device(tmp_path):
+  small = [
+    'train_rl.n_epochs=1',
+    'R2D2.n_interactions_per_epoch=128',
+    'R2D2.min_replay_size=4',
+    'R2D2.batch_size=4',
+    'RLTask.n_envs=4',
+  ]
+  config = ROOT / 'gin/gymnax/r2d2_cartpole_masked.gin'
+  configurables.parse([str(config)], small)
+  agent = configurables.train_rl(output_dir=str(tmp_path))
+  assert agent.device_program() is not None
+  assert agent.current_epoch == 1
+  assert agent.trainer.step > 0
+  # The env hides the velocities, after resets and steps alike.
+  env = agent.task.jax_env
+  observation, state = env.reset(jax.random.PRNGKey(0))
+  out = env.step(jax.random.PRNGKey(1), state, 1)
+  for obs in (observation, out.observation):
+    assert obs[1] == obs[3] == 0.0
+    assert obs[0] != 0.0 or obs[2] != 0.0
   gin.clear_config()

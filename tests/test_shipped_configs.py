@@ -55,6 +55,9 @@ def test_configs_command_lists_agent_env_and_result(capsys):
   assert '100k: best >= 475 3/3, final 2/3 (mean 466)' in rows['dqn_cartpole']
   assert 'ReplayValueAgent + QrDqn' in rows['qrdqn_cartpole']
   assert 'not measured' in rows['atari/r2d2']
+  # A config in a folder: its own row, not its top-level namesake's.
+  r2d2 = rows['gymnax/r2d2_cartpole_masked']
+  assert '(3/3 >= 400)' in r2d2 and 'gymnax:CartPole-v1 via' in r2d2
 
 
 def test_unknown_config_name(capsys, tmp_path):

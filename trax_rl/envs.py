@@ -136,3 +136,21 @@ class MaskVelocity(gym.ObservationWrapper):
 def masked_cartpole() -> gym.Env:
   """CartPole-v1 with its velocities hidden (a memory task)."""
   return MaskVelocity('CartPole-v1')
+
+
+def mask_velocity(
+  env: EnvLike = 'CartPole-v1', indices: tuple[int, ...] = (1, 3)
+) -> gym.Env | jax_envs.JaxEnv:
+  """`env` with its velocity entries hidden, on either data path.
+
+  A JAX env id or object (`gymnax:CartPole-v1`) gives a masked `JaxEnv`
+  (the device path); anything else a `MaskVelocity` gymnasium env. In gin:
+  `RLTask.env = @mask_velocity()` with `mask_velocity.env = ...`.
+
+  Args:
+    env: a JAX env id or object, or a gymnasium id, instance or factory.
+    indices: observation indices to zero; default: CartPole's (1, 3).
+  """
+  if jax_envs.is_jax_env(env):
+    return jax_envs.mask_observation(jax_envs.make_jax_env(env), indices)
+  return MaskVelocity(env, indices)

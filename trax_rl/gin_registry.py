@@ -54,7 +54,9 @@ def lookup(name: str) -> Any:
 # Task and environments. `configurables.train_rl` calls the gin-bound
 # RLTask.
 RLTask = gin.external_configurable(task.RLTask, module='trax_rl')
-_register(envs.MaskVelocity, envs.masked_cartpole, envs.make_env)
+_register(
+  envs.MaskVelocity, envs.masked_cartpole, envs.mask_velocity, envs.make_env
+)
 # Networks.
 _register(
   models.MLP,

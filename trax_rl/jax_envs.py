@@ -147,6 +147,28 @@ def _from_pure(env: Any) -> JaxEnv:
   )
 
 
+def mask_observation(env: JaxEnv, indices: tuple[int, ...]) -> JaxEnv:
+  """`env` with the observation entries `indices` zeroed (e.g. CartPole's
+  velocities, (1, 3): a memory task), as `envs.MaskVelocity` on gymnasium.
+  """
+  mask = np.ones(env.observation_space.shape, np.float32)
+  mask[list(indices)] = 0.0
+
+  def hide(observation):
+    return (observation * mask).astype(observation.dtype)
+
+  def reset(key):
+    observation, state = env.reset(key)
+    return hide(observation), state
+
+  def step(key, state, action):
+    out = env.step(key, state, action)
+    return out._replace(observation=hide(out.observation))
+
+  name = f'{env.name} (entries {tuple(indices)} masked)'
+  return dataclasses.replace(env, reset=reset, step=step, name=name)
+
+
 def make_jax_env(env: Any) -> JaxEnv:
   """Builds a `JaxEnv` from a gymnax id or an object with pure reset/step.
 

@@ -111,11 +111,13 @@ def _results() -> list[tuple[str, str]]:
 
 
 def _result_of(name: str, rows: list[tuple[str, str]]) -> str:
-  if '/' in name:  # The Atari configs are not measured in RESULTS.md.
-    return 'not measured'
+  """The first row naming the config (`gymnax/x.gin` or `gin/gymnax/x.gin`
+  for one in a folder; also `x` for `x_cartpole` at the top level)."""
   for first, result in rows:
-    tokens = re.findall(r'`([^`]+)`', first)
-    if f'{name}.gin' in tokens or name.removesuffix('_cartpole') in tokens:
+    tokens = [t.removeprefix('gin/') for t in re.findall(r'`([^`]+)`', first)]
+    if f'{name}.gin' in tokens:
+      return result
+    if '/' not in name and name.removesuffix('_cartpole') in tokens:
       return result
   return 'not measured'
 
@@ -127,6 +129,9 @@ def describe() -> list[dict[str, str]]:
   for name in names():
     text = _text_with_includes(directory() / f'{name}.gin')
     env = _binding(text, 'make_env.env') or _binding(text, 'RLTask.env')
+    if env and env.endswith('()'):  # A configurable's result: say its env.
+      inner = _binding(text, f'{env[:-2]}.env')
+      env = f'{inner} via {env}' if inner else env
     agent = _binding(text, 'train_rl.agent_class') or '?'
     loss = _binding(text, f'{agent}.loss_fn')
     described.append(

@@ -43,13 +43,20 @@ def n_steps_per_epoch(task: task_lib.RLTask, n_interactions: int) -> int:
   return math.ceil(n_interactions / task.n_envs)
 
 
-def check_fits(task: task_lib.RLTask, n_interactions: int, max_size: int):
-  """Raises ValueError if one epoch's transitions exceed the replay."""
+def check_fits(
+  task: task_lib.RLTask, n_interactions: int, max_size: int, rows: int = 1
+):
+  """Raises ValueError if one epoch's candidate items exceed the replay.
+
+  `rows`: the items each env step may complete (the insert's rows).
+  """
   per_epoch = n_steps_per_epoch(task, n_interactions) * task.n_envs
-  if per_epoch > max_size:
+  if per_epoch * rows > max_size:
+    times = f'{rows} x ' if rows > 1 else ''
     raise ValueError(
-      f'n_interactions_per_epoch ({per_epoch} with {task.n_envs} envs) must '
-      f'not exceed max_replay_size ({max_size}) on the device path'
+      f'{times}n_interactions_per_epoch ({times}{per_epoch} with '
+      f'{task.n_envs} envs) must not exceed max_replay_size ({max_size}) on '
+      'the device path'
     )
 
 
@@ -89,15 +96,31 @@ class DeviceLearnerStore:
 
 
 class DevicePath:
-  """ReplayValueAgent's device hooks (see `data_paths.DataPaths`)."""
+  """ReplayValueAgent's device hooks (see `data_paths.DataPaths`).
+
+  A subclass with another compiled epoch (R2D2's) sets `_device_epoch_class`
+  and adds its fields in `_device_epoch_args`.
+  """
+
+  _device_epoch_class = value_epoch.ValueEpoch
+  _device_rows_per_step = 1  # Items an env step may complete.
+
+  def _device_epoch_args(self) -> dict[str, Any]:
+    """Fields of `_device_epoch_class` beyond ValueEpoch's (or overrides)."""
+    return {}
 
   def _make_device_store(self, n_step, target_update_period):
     """The device program and learner of a JAX env's task; else None."""
     task = self._task
     if task.jax_env is None or self._n_interactions_per_epoch is None:
       return None  # make_runner names the missing n_interactions_per_epoch.
-    check_fits(task, self._n_interactions_per_epoch, self._table.max_size)
-    epoch = value_epoch.ValueEpoch(
+    check_fits(
+      task,
+      self._n_interactions_per_epoch,
+      self._table.max_size,
+      self._device_rows_per_step,
+    )
+    args = dict(
       env=task.jax_env,
       network=self._network,
       loss_fn=self._loss_fn,
@@ -113,6 +136,8 @@ class DevicePath:
       target_update_period=target_update_period,
       prioritized=self._prioritized,
     )
+    args.update(self._device_epoch_args())
+    epoch = self._device_epoch_class(**args)
     return DeviceLearnerStore(epoch, self._trainer)
 
   @property

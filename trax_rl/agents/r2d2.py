@@ -13,6 +13,8 @@ process plays the roles of Acme's actors and learner:
   holds the samples-per-insert ratio; inserts and updates alternate.
 - Learning: a `Trainer` on `R2D2Loss`; the new priorities go back to the
   table. `n_devices` makes the update data-parallel over local devices.
+- On a JAX env id (`gymnax:...`) all of it runs as one compiled epoch
+  (`device.sequence_epoch`): the same loss, update and segments.
 
 Validation, table setup, the insert/learn loop, priorities and checkpoints
 are those of `replay_value.ReplayValueAgent`, the replay-agent base; R2D2
@@ -24,12 +26,14 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import collection, policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import replay_value
+from trax_rl.device import sequence_epoch
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base as networks_base
 from trax_rl.networks import recurrent
@@ -140,11 +144,20 @@ class R2D2(replay_value.ReplayValueAgent):
       module, self._task.example_observation()
     )
 
-  def _make_device_store(self, n_step, target_update_period):
-    """None: no device program yet; on a JAX env R2D2 steps it from the
-    host (the device value epoch is feed-forward)."""
-    del n_step, target_update_period
-    return None
+  # The device path (a JAX env id): `sequence_epoch.SequenceEpoch`.
+  _device_epoch_class = sequence_epoch.SequenceEpoch
+  _device_rows_per_step = sequence_epoch.SLOTS
+
+  def _device_epoch_args(self) -> dict[str, Any]:
+    epsilons = self.epsilons(self._task.n_envs, 1.0, evaluation=False)
+    mean = float(np.mean(epsilons))
+    return dict(
+      exploration=lambda env_steps: jnp.float32(mean),  # The record's.
+      sequence_length=self._adder.sequence_length,
+      sequence_period=self._sequence_period,
+      epsilons=tuple(float(e) for e in epsilons),
+      evaluation_epsilon=self._evaluation_epsilon,
+    )
 
   def _make_adder(self) -> sequence_adder.SequenceAdder:
     return sequence_adder.SequenceAdder(

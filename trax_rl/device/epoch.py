@@ -5,6 +5,9 @@ An agent that supports the device path gives a `DeviceProgram`:
   policy(learner, key, observation[N, ...]) -> (action[N, ...], info)
   train(learner, steps: rollout.Rollout, key) -> (learner, metrics)
   greedy: optional, as `policy` at temperature 0 (for `device.evaluate`)
+  initial_core: optional `n -> core` of a recurrent policy (leaves
+    `[n, ...]`); then `policy` and `greedy` take and return the core as
+    `device.rollout` describes, and the env carry holds it between epochs
 
 where `learner` is the agent's learner state (train states, ...), a pytree.
 
@@ -38,9 +41,10 @@ from trax_rl.device import rollout
 class DeviceProgram:
   """What an agent gives the device path (see the module docstring)."""
 
-  policy: Callable[[Any, jax.Array, Any], tuple[Any, dict[str, Any]]]
+  policy: Callable[..., tuple]
   train: Callable[[Any, rollout.Rollout, jax.Array], tuple[Any, dict]]
-  greedy: Callable[[Any, jax.Array, Any], tuple[Any, dict]] | None = None
+  greedy: Callable[..., tuple] | None = None
+  initial_core: Callable[[int], Any] | None = None
 
 
 class DeviceState(NamedTuple):
@@ -98,7 +102,9 @@ class DeviceRunner:
     self._n_seeds = n_seeds
     self._steps_per_epoch = n_envs * n_steps * n_seeds
     epoch = functools.partial(epoch_fn, env, program, n_steps, max_steps)
-    init = functools.partial(rollout.init_carry, env, n_envs=n_envs)
+    init = functools.partial(
+      _init_carry, env, n_envs=n_envs, initial_core=program.initial_core
+    )
     split = jax.random.split
     if n_seeds > 1:  # One key per seed: [k, 2].
       epoch, init, split = jax.vmap(epoch), jax.vmap(init), jax.vmap(split)
@@ -236,6 +242,11 @@ def _looped(epoch: Callable, k: int) -> Callable:
     return jax.lax.fori_loop(0, n, body, (state, buffers))
 
   return run
+
+
+def _init_carry(env, key, n_envs, initial_core):
+  core = () if initial_core is None else initial_core(n_envs)
+  return rollout.init_carry(env, key, n_envs, core)
 
 
 def seed_sharding(n_seeds: int) -> jax.sharding.Sharding | None:

@@ -6,6 +6,9 @@ steps, and returns the undiscounted return of each episode (an episode
 still running after `max_steps` steps is truncated there).
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -20,9 +23,14 @@ def evaluate(
   key: jax.Array,
   n_episodes: int,
   max_steps: int,
+  initial_core: Callable[[int], Any] | None = None,
 ) -> jax.Array:
-  """Returns `[n_episodes]` episode returns (see the module docstring)."""
-  carry = rollout.init_carry(env, key, n_episodes)
+  """Returns `[n_episodes]` episode returns (see the module docstring).
+
+  `initial_core(n)`: a recurrent policy's initial state (see `rollout`).
+  """
+  core = () if initial_core is None else initial_core(n_episodes)
+  carry = rollout.init_carry(env, key, n_episodes, core)
 
   def body(state, _):
     carry, alive, total = state

@@ -7,7 +7,11 @@ over epochs):
   carry, steps = rollout(env, policy, params, carry, n_steps, max_steps)
 
 - `policy(params, key, observation[N, ...]) -> (action[N, ...], info)`,
-  `info` a dict of `[N, ...]` arrays to keep (e.g. `dist_inputs`). The env
+  `info` a dict of `[N, ...]` arrays to keep (e.g. `dist_inputs`). A
+  recurrent policy (one whose carry was built with a `core`, e.g. an LSTM
+  state `[N, H]`) is called as `policy(params, key, observation, core,
+  first[N]) -> (action, info, next core)`, `first` marking the envs whose
+  episode starts at this step (the policy zeroes their core). The env
   receives the action clipped into a Box action space; `steps.action` keeps
   the action as sampled.
 - Keys: each step splits `carry.key` into (next carry key, policy key, step
@@ -56,6 +60,7 @@ class EnvCarry(NamedTuple):
   episode_return: Any  # [N] float32, undiscounted return so far
   episode_length: Any  # [N] int32, steps of the running episodes
   window: ReturnWindow
+  core: Any = ()  # a recurrent policy's state, leaves [N, ...]; () if none
 
 
 class Rollout(NamedTuple):
@@ -71,8 +76,13 @@ class Rollout(NamedTuple):
   episode_return: Any  # float32, the full return where an episode ended
 
 
-def init_carry(env: jax_envs.JaxEnv, key: jax.Array, n_envs: int) -> EnvCarry:
-  """Resets `n_envs` envs; `key` seeds the resets and the whole stream."""
+def init_carry(
+  env: jax_envs.JaxEnv, key: jax.Array, n_envs: int, core: Any = ()
+) -> EnvCarry:
+  """Resets `n_envs` envs; `key` seeds the resets and the whole stream.
+
+  `core`: a recurrent policy's initial state (leaves `[n_envs, ...]`).
+  """
   key, reset_key = jax.random.split(key)
   obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, n_envs))
   return EnvCarry(
@@ -84,6 +94,7 @@ def init_carry(env: jax_envs.JaxEnv, key: jax.Array, n_envs: int) -> EnvCarry:
     window=ReturnWindow(
       jnp.zeros(WINDOW, jnp.float32), jnp.zeros((), jnp.int32)
     ),
+    core=core,
   )
 
 
@@ -127,7 +138,14 @@ def step(
   """One vmapped env step with the policy; resets finished envs."""
   n = carry.episode_return.shape[0]
   key, act_key, step_key, reset_key = jax.random.split(carry.key, 4)
-  action, info = policy(params, act_key, carry.observation)
+  core = ()
+  if jax.tree.leaves(carry.core):  # Decided when tracing.
+    first = carry.episode_length == 0
+    action, info, core = policy(
+      params, act_key, carry.observation, carry.core, first
+    )
+  else:
+    action, info = policy(params, act_key, carry.observation)
   out = jax.vmap(env.step)(
     jax.random.split(step_key, n),
     carry.state,
@@ -150,6 +168,7 @@ def step(
     episode_return=jnp.where(done, 0.0, ep_return),
     episode_length=jnp.where(done, 0, length),
     window=record_returns(carry.window, done, ep_return),
+    core=core,
   )
   emitted = Rollout(
     observation=carry.observation,
