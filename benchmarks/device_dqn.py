@@ -101,7 +101,7 @@ def run(config: str, seed: int, args, gymnasium: bool) -> dict:
   wall = time.perf_counter() - start
   returns = _evaluate(agent, args.eval_episodes, seed)
   agent.close()
-  steps = agent.env_steps
+  steps = getattr(agent, 'env_steps', agent.current_epoch * per_epoch)
   return {
     'config': config,
     'path': 'gymnasium' if gymnasium else 'device',
@@ -144,7 +144,9 @@ def run_vmapped(config: str, args) -> list[dict]:
         'path': 'device_vmapped_seeds',
         'agent': agent_name,
         'seed': agent.seed,
-        'env_steps': int(agent.env_steps),
+        'env_steps': int(
+          getattr(agent, 'env_steps', group.current_epoch * per_epoch)
+        ),
         'sgd_steps': int(agent.trainer.step),
         'wall_s_all_seeds': round(wall, 2),
         'wall_s': round(wall / n_seeds, 2),

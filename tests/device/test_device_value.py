@@ -192,16 +192,17 @@ def test_seed_batch_reproduces_each_seed_alone():
   assert agents[0].trainer.step > 0
 
 
-def test_trax_dqn_steps_a_jax_env_from_the_host():
+@pytest.mark.parametrize('config', ['dqn_cartpole', 'acme_dqn_cartpole'])
+def test_epochs_counted_in_trajectories_are_refused_on_the_device_path(config):
+  # Fixed-length device rollouts cannot end an epoch after n episodes.
   root = pathlib.Path(__file__).resolve().parents[2]
+  configurables.parse([str(root / f'gin/{config}.gin')])
+  agent = configurables.query('train_rl.agent_class').selector
   small = [
     "RLTask.env = 'gymnax:CartPole-v1'",
-    'DQN.n_eval_episodes = 1',
-    'train_rl.n_epochs = 2',
+    f'{agent}.n_interactions_per_epoch = None',
+    f'{agent}.n_trajectories_per_epoch = 8',
   ]
-  configurables.parse([str(root / 'gin/dqn_cartpole.gin')], small)
-  built = configurables.train_rl(output_dir=None, build_only=True)
-  assert built.device_program() is None  # The host path, not a crash.
-  built.run(2)
-  assert built.current_epoch == 2
-  assert all(t.step > 0 for t in built.trainers().values())
+  configurables.parse([str(root / f'gin/{config}.gin')], small)
+  with pytest.raises(ValueError, match='set n_interactions_per_epoch'):
+    configurables.train_rl(output_dir=None, build_only=True)

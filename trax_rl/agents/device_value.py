@@ -112,8 +112,11 @@ class DevicePath:
   def _make_device_store(self, n_step, target_update_period):
     """The device program and learner of a JAX env's task; else None."""
     task = self._task
-    if task.jax_env is None or self._n_interactions_per_epoch is None:
-      return None  # make_runner names the missing n_interactions_per_epoch.
+    if task.jax_env is None:
+      return None
+    device_epoch.require_step_epochs(
+      task, self._n_trajectories_per_epoch, self._n_interactions_per_epoch
+    )
     check_fits(
       task,
       self._n_interactions_per_epoch,

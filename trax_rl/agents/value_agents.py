@@ -20,7 +20,7 @@ from trax_rl import (
   validation,
 )
 from trax_rl import task as task_lib
-from trax_rl.agents import base, checks
+from trax_rl.agents import base, checks, device_slices
 from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
@@ -233,7 +233,7 @@ class ValueAgent(base.Agent):
     self._trainer.load_state_dict(state['value'])
 
 
-class DQN(ValueAgent):
+class DQN(device_slices.SlicePath, ValueAgent):
   """Trax's DQN: n-step Q-learning on slices of the last epochs' trajectories.
 
   Mnih et al., 2015, "Human-level control through deep reinforcement
@@ -243,7 +243,8 @@ class DQN(ValueAgent):
   targets come from `advantage_estimator` (td_k: n-step with n = margin =
   max_slice_length - 1) over target-network values, inside the jitted loss.
   As in Trax, the target network takes the params at the start of every
-  epoch's training, and also every `sync_freq` updates.
+  epoch's training, and also every `sync_freq` updates. On a JAX env the
+  whole epoch is one compiled call (`device.slice_epoch`).
   """
 
   def __init__(
@@ -347,6 +348,8 @@ class DQN(ValueAgent):
     )
     self._build_trainer(loss, batch_stream=stream)
     self._loop = loop_lib.Loop(self._trainer, n_eval_batches=value_eval_steps)
+    self._value_eval_steps = value_eval_steps
+    self._make_slice_epoch(loss, n_replay_epochs)
 
   def compile_update(self) -> None:
     self._trainer.compile(

@@ -267,6 +267,21 @@ def _scalar(x: Any) -> float | int:
   return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)
 
 
+def require_step_epochs(
+  task: Any, n_trajectories_per_epoch: int | None, n_interactions: int | None
+) -> None:
+  """Raises ValueError if epochs count trajectories on the device path.
+
+  Fixed-length device rollouts cannot end an epoch after n episodes.
+  """
+  if n_interactions is None:
+    raise ValueError(
+      f'the device path (env {task.jax_env.name!r}) collects fixed-length '
+      'rollouts: set n_interactions_per_epoch instead of '
+      f'n_trajectories_per_epoch={n_trajectories_per_epoch}'
+    )
+
+
 def make_runner(
   task: Any,
   program: DeviceProgram,
@@ -287,12 +302,7 @@ def make_runner(
     ValueError: the agent counts epochs in trajectories, which the device
       path's fixed-length rollouts cannot.
   """
-  if n_interactions_per_epoch is None:
-    raise ValueError(
-      f'the device path (env {task.jax_env.name!r}) collects fixed-length '
-      'rollouts: set n_interactions_per_epoch instead of '
-      f'n_trajectories_per_epoch={n_trajectories_per_epoch}'
-    )
+  require_step_epochs(task, n_trajectories_per_epoch, n_interactions_per_epoch)
   n_steps = -(-n_interactions_per_epoch // task.n_envs)
   seeds = [seed] if isinstance(seed, int) else list(seed)
   keys = [jax.random.fold_in(jax.random.PRNGKey(s), 3) for s in seeds]
