@@ -5,8 +5,10 @@ machines are shared; absolute seconds move between runs):
 
   overhead   PPO with PureJaxRL's hyperparameters on gymnax CartPole-v1
              (4 envs x 128 steps, 4 epochs x 4 minibatches, 500k steps):
-             env steps/s without compile, compile seconds, final returns;
-             PureJaxRL's own runner in the same run (--peer).
+             env steps/s without compile, and after the first call (as
+             PureJaxRL's second call), compile seconds, final returns;
+             PureJaxRL's own runner in the same run (--peer), alternating
+             with ours --repeats times.
   solve      a shipped gymnax config, 3 seeds in one process, wall time
              including build and compile, greedy eval return per seed.
   gymnasium  gin/ppo_cartpole.gin at 100k steps, 3 seeds: the gymnasium
@@ -70,6 +72,14 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
   steps = records[-1]['n_interactions'] * n_seeds
   # The records' epoch_s include the first call's compile.
   run_s = sum(r['epoch_s'] for r in records) - runner.compile_s
+  # Steady state: the calls after the first (whose run also warms up), as
+  # PureJaxRL's `second_call_run_s` is its run after a first call.
+  later = records[per_call:]
+  steady = None
+  if later:
+    steady = (
+      len(later) * (steps // len(records)) / sum(r['epoch_s'] for r in later)
+    )
   return {
     'config': config,
     'bindings': list(bindings),
@@ -80,6 +90,7 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
     'compile_s': round(runner.compile_s, 2),
     'epochs_run_s': round(run_s, 2),
     'env_steps_per_s': round(steps / run_s),
+    'env_steps_per_s_after_first_call': steady and round(steady),
     'train_return_last100': records[-1]['episode_return_mean'],
     'greedy_eval_per_seed': evals,
   }
@@ -116,6 +127,12 @@ def main():
   p.add_argument('--peer', action='store_true', help='run PureJaxRL too')
   p.add_argument('--breakout_steps', type=int, default=500_000)
   p.add_argument(
+    '--repeats',
+    type=int,
+    default=1,
+    help='overhead: alternate PureJaxRL and trax_rl this many times',
+  )
+  p.add_argument(
     '--epochs_per_call',
     type=int,
     default=1,
@@ -128,11 +145,32 @@ def main():
     emit('peer', purejaxrl=peer_result)
   for m in args.measures:
     if m == 'overhead':
-      ours = train_('gin/gymnax/ppo_cartpole_purejaxrl.gin')
-      ratio = None
-      if peer_result and 'env_sps' in peer_result:
-        ratio = round(ours['env_steps_per_s'] / peer_result['env_sps'], 2)
-      emit(m, trax_rl=ours, sps_ratio_vs_purejaxrl=ratio)
+      # Ours and the peer alternate `repeats` times: the machine's speed
+      # drifts by 10-15 % within minutes, so one pair can mislead.
+      ratios = []
+      for repeat in range(args.repeats):
+        pair = peer_result if repeat == 0 else (peer() if args.peer else None)
+        if repeat and pair is not None:
+          emit('peer', purejaxrl=pair)
+        ours = train_('gin/gymnax/ppo_cartpole_purejaxrl.gin')
+        ratio = steady_ratio = None
+        if pair and 'env_sps' in pair:
+          ratio = round(ours['env_steps_per_s'] / pair['env_sps'], 2)
+          steady = ours['env_steps_per_s_after_first_call']
+          steady_ratio = steady and round(steady / pair['env_sps'], 2)
+          ratios.append(steady_ratio or ratio)
+        emit(
+          m,
+          trax_rl=ours,
+          sps_ratio_vs_purejaxrl=ratio,
+          steady_sps_ratio_vs_purejaxrl=steady_ratio,
+        )
+      if ratios:
+        emit(
+          'overhead_summary',
+          steady_ratios=ratios,
+          median_steady_ratio=float(np.median(ratios)),
+        )
     elif m == 'solve':
       ours = train_('gin/gymnax/ppo_cartpole.gin', n_seeds=3)
       ratio = None
