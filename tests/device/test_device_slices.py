@@ -9,7 +9,7 @@ from trax_rl import batching, lr_schedules
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import value_agents
-from trax_rl.device import evaluate, rollout, slice_epoch
+from trax_rl.device import evaluate, rollout, seeds, slice_epoch
 from trax_rl.networks import models
 
 GAMMA = 0.9
@@ -201,3 +201,21 @@ def test_dqn_learns_gymnax_cartpole():
   )
   # A random policy averages about 22; the cap is 200.
   assert float(jnp.mean(returns)) >= 150.0
+
+
+def test_dqn_seed_batch_reproduces_each_seed_alone():
+  agents = [_agent(seed=s) for s in (3, 4)]
+  seeds.SeedBatch(agents).run(2)
+  alone = _agent(seed=4)
+  alone.run(2)
+  assert agents[1].trainer.step == alone.trainer.step == 2 * 40
+  for a, b in zip(
+    jax.tree.leaves(agents[1].device_learner().replay),
+    jax.tree.leaves(alone.device_learner().replay),
+  ):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(
+    jax.tree.leaves(agents[1].trainer.params),
+    jax.tree.leaves(alone.trainer.params),
+  ):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
