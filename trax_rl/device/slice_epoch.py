@@ -157,13 +157,25 @@ def slices(
   )
 
 
-def sample(
-  replay: SliceReplay, key: jax.Array, batch_size: int, length: int, margin: int
-) -> trajectory_lib.TimeStepBatch:
-  """A batch of slices whose starts are uniform over `start_mask`."""
+def start_cdf(replay: SliceReplay, length: int, margin: int) -> jax.Array:
+  """`[E * T * N]` cumulative probabilities of the starts (uniform over
+  `start_mask`); computed once per epoch, sampled by every update."""
   mask = start_mask(replay, length, margin).reshape(-1)
-  p = mask / jnp.maximum(jnp.sum(mask), 1)
-  index = jax.random.choice(key, mask.shape[0], (batch_size,), p=p)
+  return jnp.cumsum(mask / jnp.maximum(jnp.sum(mask), 1))
+
+
+def sample(
+  replay: SliceReplay,
+  cdf: jax.Array,
+  key: jax.Array,
+  batch_size: int,
+  length: int,
+  margin: int,
+) -> trajectory_lib.TimeStepBatch:
+  """A batch of slices whose starts are drawn from `cdf` (`start_cdf`), as
+  `jax.random.choice(p=...)` draws them."""
+  u = jax.random.uniform(key, (batch_size,), dtype=cdf.dtype)
+  index = jnp.searchsorted(cdf, cdf[-1] * (1 - u)).astype(int)
   return slices(replay, index, length, margin)
 
 
@@ -239,10 +251,12 @@ class SliceEpoch:
     q_values = self.network.apply(learner.train.params, obs).q_values
     return jnp.argmax(q_values, axis=-1), {}
 
-  def _sample(self, replay, key):
-    return sample(replay, key, self.batch_size, self.slice_length, self.margin)
+  def _sample(self, replay, cdf, key):
+    return sample(
+      replay, cdf, key, self.batch_size, self.slice_length, self.margin
+    )
 
-  def _evaluate(self, train, replay, key) -> dict[str, jax.Array]:
+  def _evaluate(self, train, replay, cdf, key) -> dict[str, jax.Array]:
     """Mean loss metrics over `eval_steps` fresh batches."""
 
     def one(key):
@@ -250,7 +264,7 @@ class SliceEpoch:
         self.network,
         train.params,
         train.target_params,
-        self._sample(replay, key),
+        self._sample(replay, cdf, key),
         key,
       )
       return dict(extra.metrics, loss=loss)
@@ -269,20 +283,21 @@ class SliceEpoch:
       epoch = learner.epoch + 1
       slot = (epoch - 1) % self.n_replay_epochs
       replay = store(learner.replay, steps, slot, self.gamma)
+      cdf = start_cdf(replay, self.slice_length, self.margin)
       state = learner.train
       if self.sync_each_epoch:
         state = state._replace(target_params=state.params)
       train_key, eval_key = jax.random.split(key)
 
       def one_update(state, key):
-        return update(state, self._sample(replay, key))
+        return update(state, self._sample(replay, cdf, key))
 
       def one_round(state, keys):
         round_keys, round_eval_key = keys
         state, extras = jax.lax.scan(one_update, state, round_keys)
         evals = {}
         if self.eval_steps:
-          evals = self._evaluate(state, replay, round_eval_key)
+          evals = self._evaluate(state, replay, cdf, round_eval_key)
         return state, (jax.tree.map(jnp.mean, extras.metrics), evals)
 
       keys = jax.random.split(train_key, self.train_steps).reshape(
