@@ -11,6 +11,7 @@ from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import value_agents
 from trax_rl.device import evaluate, rollout, seeds, slice_epoch
 from trax_rl.networks import models
+from trax_rl.testing import resume
 
 GAMMA = 0.9
 
@@ -162,26 +163,11 @@ def _agent(output_dir=None, seed=0, **overrides):
 
 
 def test_dqn_runs_compiled_epochs_and_resumes_exactly(tmp_path):
-  straight = _agent()
+  straight = resume.assert_resumes_exactly(
+    lambda d: _agent(output_dir=d), str(tmp_path)
+  )
   assert straight.device_program() is not None
-  straight.run(4)
   assert straight.trainer.step == 4 * 40
-  first = _agent(output_dir=str(tmp_path))
-  first.run(2)
-  first.close()
-  del first  # "Killed" after epoch 2.
-  resumed = _agent(output_dir=str(tmp_path))
-  resumed.run(4, n_epochs_is_total_epochs=True, epochs_per_call=2)
-  for a, b in zip(
-    jax.tree.leaves(straight.device_learner()),
-    jax.tree.leaves(resumed.device_learner()),
-  ):
-    np.testing.assert_array_equal(a, b)
-  for a, b in zip(
-    straight.device_runner().state_dict()['leaves'],
-    resumed.device_runner().state_dict()['leaves'],
-  ):
-    np.testing.assert_array_equal(a, b)
 
 
 def test_dqn_learns_gymnax_cartpole():

@@ -15,6 +15,7 @@ from trax_rl.agents import replay_value, value_agents
 from trax_rl.device import evaluate, seeds, value_epoch
 from trax_rl.losses import distributional, q_learning
 from trax_rl.networks import models
+from trax_rl.testing import resume
 
 
 def test_n_step_transitions_by_hand():
@@ -111,32 +112,11 @@ def test_every_loss_runs_compiled_epochs(loss_name):
 
 
 def test_kill_and_resume_is_exact(tmp_path):
-  straight = _agent('PrioritizedDoubleQLearning')
-  straight.run(4)
-  first = _agent('PrioritizedDoubleQLearning', output_dir=str(tmp_path))
-  first.run(2)
-  first.close()
-  del first  # "Killed" after epoch 2; a new process picks up.
-  resumed = _agent('PrioritizedDoubleQLearning', output_dir=str(tmp_path))
-  # Both epochs left in one compiled call: the same numbers as one by one.
-  resumed.run(4, n_epochs_is_total_epochs=True, epochs_per_call=2)
-  for a, b in zip(
-    jax.tree.leaves(straight.trainer.state),
-    jax.tree.leaves(resumed.trainer.state),
-  ):
-    np.testing.assert_array_equal(a, b)
-  # The replay, n-step tails and counters, and the envs in flight.
-  for a, b in zip(
-    jax.tree.leaves(straight.device_learner()),
-    jax.tree.leaves(resumed.device_learner()),
-  ):
-    np.testing.assert_array_equal(a, b)
-  for a, b in zip(
-    straight.device_runner().state_dict()['leaves'],
-    resumed.device_runner().state_dict()['leaves'],
-  ):
-    np.testing.assert_array_equal(a, b)
-  assert straight.avg_returns == resumed.avg_returns
+  # The replay, n-step tails and counters, and the envs in flight; both
+  # epochs left in one compiled call give the same numbers as one by one.
+  resume.assert_resumes_exactly(
+    lambda d: _agent('PrioritizedDoubleQLearning', output_dir=d), str(tmp_path)
+  )
 
 
 def test_learns_gymnax_cartpole():
