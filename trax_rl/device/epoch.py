@@ -103,7 +103,10 @@ class DeviceRunner:
     self._steps_per_epoch = n_envs * n_steps * n_seeds
     epoch = functools.partial(epoch_fn, env, program, n_steps, max_steps)
     init = functools.partial(
-      _init_carry, env, n_envs=n_envs, initial_core=program.initial_core
+      rollout.init_carry,
+      env,
+      n_envs=n_envs,
+      initial_core=program.initial_core,
     )
     split = jax.random.split
     if n_seeds > 1:  # One key per seed: [k, 2].
@@ -242,11 +245,6 @@ def _looped(epoch: Callable, k: int) -> Callable:
     return jax.lax.fori_loop(0, n, body, (state, buffers))
 
   return run
-
-
-def _init_carry(env, key, n_envs, initial_core):
-  core = () if initial_core is None else initial_core(n_envs)
-  return rollout.init_carry(env, key, n_envs, core)
 
 
 def seed_sharding(n_seeds: int) -> jax.sharding.Sharding | None:

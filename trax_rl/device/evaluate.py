@@ -29,8 +29,7 @@ def evaluate(
 
   `initial_core(n)`: a recurrent policy's initial state (see `rollout`).
   """
-  core = () if initial_core is None else initial_core(n_episodes)
-  carry = rollout.init_carry(env, key, n_episodes, core)
+  carry = rollout.init_carry(env, key, n_episodes, initial_core)
 
   def body(state, _):
     carry, alive, total = state

@@ -77,11 +77,14 @@ class Rollout(NamedTuple):
 
 
 def init_carry(
-  env: jax_envs.JaxEnv, key: jax.Array, n_envs: int, core: Any = ()
+  env: jax_envs.JaxEnv,
+  key: jax.Array,
+  n_envs: int,
+  initial_core: Callable[[int], Any] | None = None,
 ) -> EnvCarry:
   """Resets `n_envs` envs; `key` seeds the resets and the whole stream.
 
-  `core`: a recurrent policy's initial state (leaves `[n_envs, ...]`).
+  `initial_core(n)`: a recurrent policy's initial state (leaves `[n, ...]`).
   """
   key, reset_key = jax.random.split(key)
   obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, n_envs))
@@ -94,7 +97,7 @@ def init_carry(
     window=ReturnWindow(
       jnp.zeros(WINDOW, jnp.float32), jnp.zeros((), jnp.int32)
     ),
-    core=core,
+    core=() if initial_core is None else initial_core(n_envs),
   )
 
 
