@@ -52,6 +52,9 @@ setuptools.setup(
         'etils[epath]>=1.10',
         'tensorboardX>=2.6',
         'tqdm>=4.66',
+        # Bounds the persistent compilation cache (trax_rl.compile_cache):
+        # JAX evicts least recently used entries only with filelock.
+        'filelock>=3.12',
         'matplotlib>=3.8',
         # `trax-rl eval --video`: mp4 through ffmpeg, gif through pillow.
         'imageio>=2.30',

@@ -31,8 +31,11 @@ import time
 import jax
 import numpy as np
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
 from trax_rl.device import evaluate
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 PEER_SCRIPT = '/work/shared/bench/purejaxrl_ppo.py'
 PEER_PYTHON = '/work/peers/venv/bin/python'

@@ -26,8 +26,11 @@ import time
 
 import numpy as np
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
 from trax_rl.distributed import ray_collector, ray_setup
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 
 def run(config: str, bindings: list[str], n_actors: int, args) -> dict:

@@ -25,6 +25,11 @@ import time
 
 import numpy as np
 
+from trax_rl import compile_cache
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
+
 
 def _free_port() -> int:
   with socket.socket() as s:

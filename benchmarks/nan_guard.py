@@ -28,6 +28,7 @@ the better estimate on a busy machine).
 import argparse
 import functools
 import json
+import os
 import time
 
 import jax
@@ -35,10 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from trax_rl import configurables, types
+from trax_rl import compile_cache, configurables, types
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
 from trax_rl.supervised import train_state, update
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 
 def _timed(agent, n_epochs: int, policy: str) -> tuple[float, float, float]:

@@ -12,13 +12,17 @@ first env step at which the target was reached, and the last and best eval.
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 
 class _Stop(Exception):

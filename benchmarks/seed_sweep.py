@@ -18,11 +18,15 @@ config.
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 
 def evaluate(agent, episodes: int) -> float:

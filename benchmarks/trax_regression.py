@@ -17,10 +17,14 @@ line per seed, then a summary line.
 
 import argparse
 import json
+import os
 import sys
 import time
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 
 class _Solved(Exception):

@@ -19,3 +19,5 @@ _CACHE = tempfile.mkdtemp(
 )
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 jax.config.update('jax_compilation_cache_dir', _CACHE)
+# Subprocesses (the CLI tests) share the worker's cache, not the user's.
+os.environ['TRAX_RL_COMPILATION_CACHE'] = _CACHE

@@ -16,6 +16,7 @@ from etils import epath
 
 from trax_rl import (
   checkpoint,
+  compile_cache,
   config_checks,
   gin_registry,
   shipped_configs,
@@ -182,6 +183,7 @@ def train_rl(
   coordinator_address: str | None = None,
   num_processes: int | None = None,
   process_id: int | None = None,
+  compilation_cache: str | None = compile_cache.DEFAULT,
 ) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -225,6 +227,10 @@ def train_rl(
       $JAX_NUM_PROCESSES or JAX's cluster detection.
     process_id: with multihost, this process's index; None:
       $JAX_PROCESS_ID or JAX's cluster detection.
+    compilation_cache: a folder for JAX's persistent compilation cache, so
+      a rerun of this config loads its compiled programs instead of
+      compiling them (`trax_rl.compile_cache`); 'default':
+      $TRAX_RL_COMPILATION_CACHE or ~/.cache/trax_rl/xla; None: no cache.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -241,6 +247,7 @@ def train_rl(
     raise ValueError(f'n_epochs must be an integer >= 0, got {n_epochs!r}')
   validation.check_count('n_seeds', n_seeds, 1)
   validation.check_count('epochs_per_call', epochs_per_call, 1)
+  compile_cache.enable(compilation_cache)
   if multihost and not build_only:
     multihost_lib.join_job(
       coordinator_address, num_processes, process_id, collector, n_seeds
