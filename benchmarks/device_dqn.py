@@ -39,8 +39,11 @@ import time
 import jax
 import numpy as np
 
-from trax_rl import configurables
+from trax_rl import compile_cache, configurables
 from trax_rl.device import evaluate
+
+# Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
+os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 _CONFIGS = tuple(
   f'gin/gymnax/{name}_cartpole.gin'
@@ -48,10 +51,10 @@ _CONFIGS = tuple(
 )
 
 
-def _build(config: str, seed: int, gymnasium: bool):
-  bindings = []
+def _build(config: str, seed: int, gymnasium: bool, extra=()):
+  bindings = list(extra)
   if gymnasium and config.startswith('gin/gymnax/'):
-    bindings = ["RLTask.env = 'CartPole-v1'"]
+    bindings.append("RLTask.env = 'CartPole-v1'")
   configurables.parse([config], bindings)
   agent_name = configurables.query('train_rl.agent_class').selector
   configurables.parse(
@@ -93,7 +96,7 @@ def _evaluate(agent, episodes: int, seed: int) -> list[float]:
 
 def run(config: str, seed: int, args, gymnasium: bool) -> dict:
   start = time.perf_counter()
-  agent, agent_name, per_epoch = _build(config, seed, gymnasium)
+  agent, agent_name, per_epoch = _build(config, seed, gymnasium, args.bindings)
   per_call = 1
   if agent.device_program() is not None:
     per_call = configurables.query('train_rl.epochs_per_call', 1)
@@ -120,12 +123,13 @@ def run_vmapped(config: str, args) -> list[dict]:
   """All seeds at once: `train_rl.n_seeds`, the epoch vmapped over seeds."""
   n_seeds = len(args.seeds)
   start = time.perf_counter()
-  configurables.parse([config])
+  configurables.parse([config], args.bindings)
   agent_name = configurables.query('train_rl.agent_class').selector
   per_epoch = configurables.query(f'{agent_name}.n_interactions_per_epoch')
   configurables.parse(
     [config],
-    [
+    args.bindings
+    + [
       f'RLTask.seed={args.seeds[0]}',
       f'{agent_name}.seed={args.seeds[0]}',
       f'{agent_name}.n_eval_episodes=0',
@@ -216,6 +220,12 @@ def main() -> None:
   p.add_argument('--cleanrl_python', default='/work/peers/venv/bin/python')
   p.add_argument(
     '--cleanrl_runner', default='/work/shared/bench/cleanrl_dqn_jax.py'
+  )
+  p.add_argument(
+    '--bindings',
+    nargs='*',
+    default=[],
+    help="extra gin bindings for every trax_rl run, e.g. 'MLP.layer_widths=(64, 64)'",
   )
   args = p.parse_args()
   compare = {}
