@@ -256,12 +256,97 @@ ReplayValueAgent.n_interactions_per_epoch = 16
 train_rl.agent_class = @ReplayValueAgent
 """
 
+# The replay learners across two processes: each its own envs and table,
+# the tables limited as one (`learner_table.insert_and_learn`).
+_STREAM_SCRIPT = textwrap.dedent(
+  """
+  import json, sys
+  import jax, numpy as np
+  from trax_rl import configurables
 
-def test_agents_that_cannot_keep_in_step_are_refused():
-  # Stream-mode updates follow each process's own replay rate limiter.
-  configurables.parse([], _REPLAY.strip().splitlines())
+  port, process_id = sys.argv[1], int(sys.argv[2])
+  COMMON = [
+      "RLTask.env = 'CartPole-v1'", 'RLTask.initial_trajectories = 0',
+      'RLTask.n_envs = 2', 'RLTask.max_steps = 30', 'MLP.layer_widths = (8,)',
+  ]
+  CONFIGS = {
+      'ReplayValueAgent': [
+          'Quality.body = @MLP', 'ReplayValueAgent.model_fn = @Quality',
+          'ReplayValueAgent.batch_size = 8',
+          'ReplayValueAgent.min_replay_size = 16',
+          'ReplayValueAgent.samples_per_insert = 2.0',
+          'ReplayValueAgent.n_interactions_per_epoch = 64',
+          'ReplayValueAgent.n_eval_episodes = 0',
+          'train_rl.agent_class = @ReplayValueAgent',
+      ],
+      'R2D2': [
+          'RecurrentQuality.torso = @MLP', 'RecurrentQuality.lstm_size = 8',
+          'RecurrentQuality.head_widths = (8,)',
+          'R2D2Loss.burn_in_length = 2', 'R2D2Loss.bootstrap_n = 2',
+          'R2D2.model_fn = @RecurrentQuality', 'R2D2.loss_fn = @R2D2Loss()',
+          'R2D2.trace_length = 4', 'R2D2.sequence_period = 3',
+          'R2D2.batch_size = 4', 'R2D2.min_replay_size = 8',
+          'R2D2.samples_per_insert = 2.0',
+          'R2D2.n_interactions_per_epoch = 64', 'R2D2.n_eval_episodes = 0',
+          'train_rl.agent_class = @R2D2',
+      ],
+  }
+  out = {}
+  for name, config in CONFIGS.items():
+    configurables.parse([], COMMON + config)
+    agent = configurables.train_rl(
+        n_epochs=3, multihost=True, coordinator_address=f'127.0.0.1:{port}',
+        num_processes=2, process_id=process_id)
+    last = agent.task.trajectories[max(agent.task.trajectories)]
+    out[name] = {
+        'step': agent.trainer.step,
+        'devices': agent.trainer.n_devices,
+        'counts': list(agent.table.counts),
+        'params': [np.asarray(x).ravel().tolist()
+                   for x in jax.tree.leaves(agent.trainer.params)],
+        'observations': [t.to_np().observation.tolist() for t in last],
+    }
+  print(json.dumps(out))
+  """
+)
+
+
+def test_replay_learners_train_across_two_processes():
+  port = _free_port()
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  processes = [
+    subprocess.Popen(
+      [sys.executable, '-c', _STREAM_SCRIPT, str(port), str(i)],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=env,
+    )
+    for i in (0, 1)
+  ]
+  first, second = [_result(p) for p in processes]
+  for name in ('ReplayValueAgent', 'R2D2'):
+    a, b = first[name], second[name]
+    assert a['devices'] == b['devices'] == 2
+    # The same learner calls on both, so the same replicated parameters.
+    assert a['step'] == b['step'] > 0
+    for x, y in zip(a['params'], b['params'], strict=True):
+      np.testing.assert_array_equal(x, y)
+    # Each process fed its own table from its own envs.
+    assert a['observations'] != b['observations']
+    # Every table is sampled at each update, none past the job's ratio.
+    samples = a['counts'][2]
+    assert b['counts'][2] == samples
+    assert 0 < samples <= 2.0 * min(a['counts'][1], b['counts'][1])
+
+
+def test_what_cannot_keep_in_step_is_refused():
+  # A compiled device epoch runs its own number of updates.
+  configurables.parse(
+    [], [*_REPLAY.strip().splitlines(), "RLTask.env = 'gymnax:CartPole-v1'"]
+  )
   agent = configurables.train_rl(build_only=True)
-  with pytest.raises(ValueError, match='ReplayValueAgent cannot train multi'):
+  with pytest.raises(ValueError, match='trains on the host path'):
     multihost.join_agent(agent)
   # Rollout actors are refused before jax.distributed is started.
   configurables.parse(

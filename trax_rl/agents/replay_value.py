@@ -22,6 +22,7 @@ from trax_rl.networks import models
 from trax_rl.replay import adders, learner_table, samplers
 from trax_rl.replay import table as table_lib
 from trax_rl.supervised import loop as loop_lib
+from trax_rl.supervised import sharding
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
@@ -275,56 +276,56 @@ class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
       self._stack(self._example_batch(self._batch_size * self._num_sgd))
     )
 
-  def _insert(self, items: Any) -> None:
-    self._table.insert_batch(adders.as_stored(items), adders.NEW_ITEM_PRIORITY)
+  def _insert(self, items: Any, enforce_limit: bool = True) -> None:
+    self._table.insert_batch(
+      adders.as_stored(items),
+      adders.NEW_ITEM_PRIORITY,
+      enforce_limit=enforce_limit,
+    )
 
-  def _learn(self, metrics: list[Any]) -> bool:
-    """Learner calls while the rate limiter allows; True if there was one."""
-    per_call = self._batch_size * self._num_sgd
-    learned = False
-    while self._table.can_sample(per_call):
-      sample = self._table.sample(per_call)
-      batch = types.Batch(sample.data, sample.probability.astype(np.float32))
-      extra = self._trainer.train_step(self._stack(batch))
-      if self._prioritized:
-        priorities = np.asarray(extra.priorities, np.float64).reshape(-1)
-        self._table.mutate_priorities(sample.keys, priorities)
-      metrics.append(extra.metrics)  # Read once per epoch: no sync here.
-      learned = True
-    return learned
+  def _learner_call(self, metrics: list[Any]) -> None:
+    """One learner call: sample, update, write the priorities back."""
+    sample = self._table.sample(self._batch_size * self._num_sgd)
+    batch = types.Batch(sample.data, sample.probability.astype(np.float32))
+    extra = self._trainer.train_step(self._stack(batch))
+    if self._prioritized:
+      priorities = np.asarray(extra.priorities, np.float64).reshape(-1)
+      self._table.mutate_priorities(sample.keys, priorities)
+    metrics.append(extra.metrics)  # Read once per epoch: no sync here.
 
   def _add_to_replay(self, trajectories) -> tuple[list[Any], Any]:
     """Inserts the slices' items, learning as the rate limiter allows.
 
+    `learner_table.insert_and_learn` says how; across hosts
+    (`train_rl.multihost`) the processes' tables are limited as one.
+
     Returns:
       (the metrics of each learner call (device arrays), the items `[N, ...]`
       or None).
-
-    Raises:
-      RuntimeError: the rate limiter blocks both inserts and samples.
     """
     items = self._new_items(trajectories)
-    n = 0 if items is None else len(items.reward)
-    chunk, done, metrics = self._insert_chunk_size(), 0, []
-    while True:
-      inserted = False
-      while done < n and self._table.can_insert(min(chunk, n - done)):
-        rows = slice(done, done + min(chunk, n - done))
-        self._insert(jax.tree.map(lambda x, r=rows: x[r], items))
-        done, inserted = rows.stop, True
-      learned = self._learn(metrics)
-      if done == n:
-        return metrics, items
-      if not (inserted or learned):
-        raise RuntimeError(
-          f'{type(self).__name__}: the replay rate limiter blocks both '
-          'inserts and samples'
-        )
+    metrics = []
+
+    def insert(rows: slice, enforce_limit: bool) -> None:
+      self._insert(jax.tree.map(lambda x: x[rows], items), enforce_limit)
+
+    learner_table.insert_and_learn(
+      self._table,
+      0 if items is None else len(items.reward),
+      self._insert_chunk_size(),
+      self._batch_size * self._num_sgd,
+      insert,
+      lambda: self._learner_call(metrics),
+      sharding.gather_ints,
+      type(self).__name__,
+    )
+    return metrics, items
 
   def _evaluate(self, items: Any) -> dict[str, float]:
     """Loss metrics on `value_eval_steps` batches of the epoch's new items."""
     n = 0 if items is None else len(items.reward)
-    if not (n and self._value_eval_steps):
+    # Across hosts every process evaluates (a collective) or none does.
+    if not (self._value_eval_steps and sharding.gather_ints([n]).min()):
       return {}
     rng = np.random.default_rng([self._seed, self._epoch, 7])
     probability = np.full(self._batch_size, 1.0 / n, np.float32)

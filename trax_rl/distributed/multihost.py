@@ -147,18 +147,16 @@ def join_agent(agent: base.Agent) -> None:
   Args:
     agent: the agent, after `restore()`.
 
+  The replay learners (ReplayValueAgent, R2D2) keep one table per
+  process, fed by that process's envs, and limit the tables as one
+  (`learner_table.insert_and_learn`), so every process makes the same
+  learner calls.
+
   Raises:
     ValueError: the processes are at different epochs (their output_dirs
-      differ and only some hold a checkpoint), or the agent's updates per
-      epoch follow its data (stream mode: ReplayValueAgent, R2D2) or run
-      on the device path, where processes could not keep in step.
+      differ and only some hold a checkpoint), or the agent runs on the
+      device path, where processes could not keep in step.
   """
-  if agent.streams_experience:
-    raise ValueError(
-      f'{type(agent).__name__} cannot train multi-host: its updates per '
-      'epoch follow the rate limiter of its own replay, so the processes '
-      'would not run the same number of updates'
-    )
   if agent.device_runner() is not None:
     raise ValueError(
       'train_rl.multihost trains on the host path: use a gymnasium env id, '

@@ -1,5 +1,9 @@
 """A replay Table set up for a learner that alternates inserts and updates."""
 
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
 from trax_rl.replay import samplers, table
 
 
@@ -44,3 +48,75 @@ def make(
     error_buffer=error_buffer,
     seed=seed,
   )
+
+
+def one_process(values: Sequence[int]) -> np.ndarray:
+  """`insert_and_learn`'s `gather` for a learner alone: `[1, len(values)]`."""
+  return np.asarray(values, np.int64)[None]
+
+
+def insert_and_learn(
+  replay: table.Table,
+  n: int,
+  chunk: int,
+  per_call: int,
+  insert: Callable[[slice, bool], None],
+  learner_call: Callable[[], None],
+  gather: Callable[[Sequence[int]], np.ndarray] = one_process,
+  name: str = 'the learner',
+) -> None:
+  """Inserts n items in chunks, with learner calls as the limiter allows.
+
+  Rounds of: insert chunks while the table admits them, then learner calls
+  while it lets `per_call` items be sampled, until every item is in and
+  the last round has learned.
+
+  A learner across hosts (`train_rl.multihost`) has one table per process,
+  limited as one: `gather` all-gathers every table's (size, inserts, items
+  left) once per round, and every process makes as many learner calls
+  (each a collective update) as the table with the fewest inserts allows,
+  so no table is sampled past its ratio. When no table can sample and a
+  process still has items its own limiter blocks, it inserts a chunk
+  anyway: the tables' insert counts drift apart by what their envs
+  produce, and this keeps the job moving (a single table never gets here).
+
+  Args:
+    replay: this process's table.
+    n: items to insert.
+    chunk: items per insert.
+    per_call: items one learner call samples.
+    insert: `insert(rows, enforce_limit)` puts rows of the items in.
+    learner_call: samples `per_call` items and updates.
+    gather: every process's values `[processes, k]` (`one_process` alone).
+    name: the learner, for the error.
+
+  Raises:
+    RuntimeError: a single table blocks both inserts and samples.
+  """
+  done = 0
+
+  def insert_next(enforce_limit: bool = True) -> int:
+    rows = slice(done, min(done + chunk, n))
+    insert(rows, enforce_limit)
+    return rows.stop
+
+  while True:
+    while done < n and replay.can_insert(min(chunk, n - done)):
+      done = insert_next()
+    size, inserts, _ = replay.counts
+    job = np.asarray(gather([size, inserts, n - done]))
+    lagging = replay.counts._replace(
+      size=int(job[:, 0].min()), inserts=int(job[:, 1].min())
+    )
+    calls = replay.limiter.calls_allowed(per_call, lagging)
+    for _ in range(calls):
+      learner_call()
+    if not job[:, 2].any():
+      return
+    if not calls:
+      if len(job) == 1:
+        raise RuntimeError(
+          f'{name}: the replay rate limiter blocks both inserts and samples'
+        )
+      if done < n:
+        done = insert_next(enforce_limit=False)

@@ -57,6 +57,22 @@ class RateLimiter:
       return False
     return self.error_after(counts, 0, n) >= self.min_diff
 
+  def calls_allowed(self, n: int, counts: Counts) -> int:
+    """How many samples of n items in a row (no insert between) pass.
+
+    Exactly the number of times `can_sample(n)` holds while each sample
+    adds n to the counts.
+
+    Raises:
+      ValueError: the limiter never blocks sampling (MinSize).
+    """
+    if math.isinf(self.min_diff):
+      raise ValueError('a MinSize limiter allows endless sampling')
+    k = 0
+    while self.can_sample(n, counts._replace(samples=counts.samples + k * n)):
+      k += 1
+    return k
+
   def config(self) -> dict[str, Any]:
     """The configuration as plain values (for state_dicts)."""
     return {

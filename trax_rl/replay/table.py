@@ -132,6 +132,16 @@ class Table:
     """Items sampled since creation (`sample(n)` counts n)."""
     return self._num_samples
 
+  @property
+  def limiter(self) -> rate_limiter.RateLimiter:
+    """The rate limiter (a pure check of `counts`)."""
+    return self._limiter
+
+  @property
+  def counts(self) -> rate_limiter.Counts:
+    """(size, inserts, samples), as the rate limiter reads them."""
+    return self._counts()
+
   def can_insert(self, n: int = 1) -> bool:
     """Whether inserting `n` items now (all at once) is allowed."""
     validation.check_count('n', n, 1)
@@ -162,7 +172,9 @@ class Table:
     leaves = [np.asarray(leaf)[None] for leaf in leaves]
     return int(self._insert(leaves, treedef, [priority])[0])
 
-  def insert_batch(self, items: Any, priorities: Any = 1.0) -> np.ndarray:
+  def insert_batch(
+    self, items: Any, priorities: Any = 1.0, *, enforce_limit: bool = True
+  ) -> np.ndarray:
     """Inserts N items at once, in order; equivalent to N `insert` calls.
 
     The rate limit is checked for the whole batch: either all N items go in
@@ -171,6 +183,9 @@ class Table:
     Args:
       items: the item pytree with a leading axis [N, ...] on every leaf.
       priorities: [N] or a scalar, each finite and >= 0.
+      enforce_limit: False: insert even where the rate limiter would block
+        (for a caller that limits several tables as one, `ReplayValueAgent`
+        across hosts); the counts still go up.
 
     Returns:
       The keys [N], int64. With N > max_size only the last max_size items
@@ -182,7 +197,9 @@ class Table:
       RateLimitedError: if `can_insert(N)` is False.
     """
     leaves, treedef = jax.tree_util.tree_flatten(items)
-    return self._insert([np.asarray(x) for x in leaves], treedef, priorities)
+    return self._insert(
+      [np.asarray(x) for x in leaves], treedef, priorities, enforce_limit
+    )
 
   def sample(self, n: int) -> Sample:
     """Draws `n` items with replacement.
@@ -325,7 +342,9 @@ class Table:
     self._priorities[:size] = state['priorities']
     self._storage.load_state_dict(state, size)
 
-  def _insert(self, leaves, treedef, priorities) -> np.ndarray:
+  def _insert(
+    self, leaves, treedef, priorities, enforce_limit: bool = True
+  ) -> np.ndarray:
     if not leaves:
       raise ValueError('Items must have at least one array leaf.')
     if any(leaf.ndim == 0 for leaf in leaves):
@@ -340,7 +359,7 @@ class Table:
     weights = self._weights(priorities) if self._tree is not None else None
     if n == 0:
       return np.zeros(0, np.int64)
-    if not self.can_insert(n):
+    if enforce_limit and not self.can_insert(n):
       raise RateLimitedError(
         self._limiter.insert_blocked_message(n, self._counts())
       )

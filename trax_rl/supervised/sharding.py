@@ -17,7 +17,7 @@ outputs (`to_local`).
 """
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -167,6 +167,19 @@ def check_same_shapes(batch: Any) -> None:
       'process other ones: every process must pass the same batch shapes '
       '(e.g. fixed slice lengths) and the same number of updates'
     )
+
+
+def gather_ints(values: Sequence[int]) -> np.ndarray:
+  """Every process's `values`: an int array `[processes, len(values)]`.
+
+  One all-gather (int32: JAX's default without x64); with one process,
+  no collective.
+  """
+  mine = np.asarray(values, np.int32)
+  if jax.process_count() == 1:
+    return mine[None]
+  every = multihost_utils.process_allgather(mine)
+  return np.asarray(every).reshape(jax.process_count(), len(mine))
 
 
 def to_device(tree: Any, device: jax.Device | None = None) -> Any:
