@@ -219,8 +219,9 @@ def train_rl(
       knobs bound in gin). Actors build their agent from this gin config.
     multihost: run the learner as one process of a multi-host job (one
       process per host, `jax.distributed`): every Trainer updates on the
-      global mesh, each process collects from its own envs, and only
-      process 0 writes output_dir (which every process reads on resume).
+      global mesh, each process collects with its own collector (its envs
+      or its rollout actors), and only process 0 writes output_dir (which
+      every process reads on resume).
     coordinator_address: with multihost, process 0's 'host:port'; None:
       $JAX_COORDINATOR_ADDRESS or JAX's cluster detection.
     num_processes: with multihost, the number of processes; None:
@@ -250,7 +251,7 @@ def train_rl(
   compile_cache.enable(compilation_cache)
   if multihost and not build_only:
     multihost_lib.join_job(
-      coordinator_address, num_processes, process_id, collector, n_seeds
+      coordinator_address, num_processes, process_id, n_seeds
     )
   if n_seeds > 1 and not build_only:
     return _train_seeds(

@@ -10,10 +10,12 @@ import ipaddress
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -229,3 +231,64 @@ def test_a_killed_learner_resumes_with_its_replay(cluster, tmp_path):
   ]
   assert [r['epoch'] for r in records] == list(range(1, epoch + 2))
   assert records[-1]['ray/chunks'] == 4.0
+
+
+# Two learner processes of one multi-host job on loopback, each driving
+# its own rollout actor on the module's Ray cluster: epoch mode
+# (PolicyGradient), then stream mode (ReplayValueAgent).
+_MULTIHOST = """
+import json, sys
+import jax, numpy as np
+from trax_rl import configurables
+
+port, process_id, address = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out = {}
+for name, config in json.loads(sys.argv[4]).items():
+  configurables.parse([], config + [
+      'train_rl.collector = @RayCollector', 'RayCollector.n_actors = 1',
+      f'RayCollector.address = {address!r}', 'RayCollector.actor_cpus = 0'])
+  agent = configurables.train_rl(
+      n_epochs=2, multihost=True, coordinator_address=f'127.0.0.1:{port}',
+      num_processes=2, process_id=process_id)
+  trainer = agent.loop.trainer if hasattr(agent, 'loop') else agent.trainer
+  last = agent.task.trajectories[max(agent.task.trajectories)]
+  out[name] = {
+      'step': trainer.step,
+      'devices': trainer.n_devices,
+      'params': [np.asarray(x).ravel().tolist()
+                 for x in jax.tree.leaves(trainer.params)],
+      'observations': [t.to_np().observation.tolist() for t in last],
+  }
+print(json.dumps(out))
+"""
+
+
+def test_a_multihost_learner_with_rollout_actors(cluster):
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  configs = json.dumps({'pg': _lines(PG), 'dqn': _lines(DQN)})
+  processes = [
+    subprocess.Popen(
+      [sys.executable, '-c', _MULTIHOST, str(port), str(i), cluster, configs],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    )
+    for i in (0, 1)
+  ]
+  results = []
+  for p in processes:
+    out, err = p.communicate(timeout=TIMEOUT_S)
+    assert p.returncode == 0, err[-3000:]
+    results.append(json.loads(out.strip().splitlines()[-1]))
+  first, second = results
+  for name in ('pg', 'dqn'):
+    a, b = first[name], second[name]
+    assert a['devices'] == b['devices'] == 2
+    assert a['step'] == b['step'] > 0
+    for x, y in zip(a['params'], b['params'], strict=True):
+      np.testing.assert_array_equal(x, y)
+    # Each process's actors played their own units and streams.
+    assert a['observations'] != b['observations']

@@ -13,7 +13,6 @@ process reads the chief's checkpoint from the shared output_dir.
 """
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -23,7 +22,6 @@ from jax.sharding import Mesh
 
 from trax_rl import validation
 from trax_rl.agents import base
-from trax_rl.distributed import local_collector
 from trax_rl.supervised import sharding
 
 # Where `initialize` looks for what it is not given (JAX itself reads only
@@ -90,30 +88,22 @@ def join_job(
   coordinator_address: str | None,
   num_processes: int | None,
   process_id: int | None,
-  collector: Callable[[], Any] | None,
   n_seeds: int,
 ) -> None:
   """`train_rl.multihost`: checks what it cannot combine with, `initialize`s.
+
+  Each process collects with train_rl's collector: its own envs, or its
+  own rollout actors (`RayCollector`).
 
   Args:
     coordinator_address: as `initialize`.
     num_processes: as `initialize`.
     process_id: as `initialize`.
-    collector: train_rl's collector (None or `LocalCollector`: each
-      process's own envs).
     n_seeds: train_rl's n_seeds (1: one agent).
 
   Raises:
-    ValueError: rollout actors or several seeds, or a bad job description.
+    ValueError: several seeds, or a bad job description.
   """
-  if collector is not None and getattr(collector, '__name__', '') != (
-    local_collector.LocalCollector.__name__
-  ):
-    raise ValueError(
-      "train_rl.multihost collects from each process's own envs: unbind "
-      'train_rl.collector (rollout actors with a multi-host learner are not '
-      'supported yet)'
-    )
   if n_seeds > 1:
     raise ValueError('train_rl.multihost trains one seed: unbind n_seeds')
   initialize(coordinator_address, num_processes, process_id)

@@ -18,6 +18,11 @@ Two modes, chosen by the agent:
   take it (`can_take`: the Table's rate limiter); an epoch waits for all
   chunks it requested, so a checkpoint never misses one in flight.
 
+A multi-host learner (`train_rl.multihost`) runs one RayCollector per
+process, each with its own actors (on its own or a shared Ray cluster):
+every process brings its own rows of each batch. Units and actor slots
+are numbered over all processes, so their seeds and Ape-X epsilons differ.
+
 Failure model: an actor that dies loses only its in-flight work; it is
 replaced (at most `max_restarts` times per slot) and the replacement gets
 the latest parameters with its first request. Calls are never retried by
@@ -115,6 +120,7 @@ class RayCollector:
     self._actors: list[Any] = []
     self._incarnations: list[int] = []
     self._stream = False
+    self._process = (0, 1)  # (index, count) of the learner's processes
     self._version = -1
     self._params_box: list[Any] = []
     self._metrics: dict[str, float] = {}
@@ -167,16 +173,22 @@ class RayCollector:
       num_cpus=self._actor_cpus, max_restarts=0, max_task_retries=0
     )(RayRolloutWorker)
     self._incarnations = [0] * self._n_actors
+    self._process = (jax.process_index(), jax.process_count())
     self._actors = [self._spawn(slot) for slot in range(self._n_actors)]
 
   def _spawn(self, slot: int) -> Any:
+    # Across hosts each learner process drives its own actors: their slots
+    # (stream seeds, Ape-X epsilons) count over every process's actors.
+    index, count = self._process
+    n_slots = count * self._n_actors
+    global_slot = index * self._n_actors + slot
     epsilon = (
-      rollout.apex_epsilon(slot, self._n_actors, *self._apex)
+      rollout.apex_epsilon(global_slot, n_slots, *self._apex)
       if self._stream
       else None
     )
     return self._remote.remote(
-      self._factory, slot, self._n_actors, epsilon, self._incarnations[slot]
+      self._factory, global_slot, n_slots, epsilon, self._incarnations[slot]
     )
 
   def _replace(self, slot: int) -> None:
@@ -263,8 +275,10 @@ class RayCollector:
         busy = sum(s == slot for s, _ in in_flight.values())
         for _ in range(min(self._max_in_flight - busy, len(pending))):
           unit = pending.popleft()
+          # Each learner process plays units of its own (seeds differ).
+          unit_id = self._process[0] * len(units) + unit
           ref = actor.play_unit.remote(
-            self._version, self._params_box, epoch, unit, *units[unit]
+            self._version, self._params_box, epoch, unit_id, *units[unit]
           )
           in_flight[ref] = (slot, unit)
       for ref in self._wait(list(in_flight)):
@@ -294,12 +308,18 @@ class RayCollector:
   ) -> int:
     """Asks actors for chunks while credits last; returns steps issued."""
     per_chunk = self._chunk_length * agent.task.n_envs
+    # Across hosts the tables are limited as one, and a table ahead of the
+    # others waits for them in `absorb`: one chunk is always welcome there.
+    always_one = self._process[1] > 1
     for slot, actor in enumerate(self._actors):
       busy = sum(s == slot for s in in_flight.values())
       while (
         busy < self._max_in_flight
         and issued < agent.n_interactions_per_epoch
-        and agent.can_take((len(in_flight) + 1) * per_chunk)
+        and (
+          agent.can_take((len(in_flight) + 1) * per_chunk)
+          or (always_one and not in_flight)
+        )
       ):
         ref = actor.play_chunk.remote(
           self._version, self._params_box, per_chunk
