@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+import gymnax  # noqa: F401 - imported before any timing, as PureJaxRL's runner does
 import jax
 import numpy as np
 
@@ -73,7 +74,8 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
     )
     evals.append(float(np.mean(returns)))
   steps = records[-1]['n_interactions'] * n_seeds
-  # The records' epoch_s include the first call's compile.
+  # The records' epoch_s share each call's wall, the first call's compile
+  # (`compile_s`) included.
   run_s = sum(r['epoch_s'] for r in records) - runner.compile_s
   # Steady state: the calls after the first (whose run also warms up), as
   # PureJaxRL's `second_call_run_s` is its run after a first call.

@@ -187,12 +187,14 @@ def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
       f'train_rl.epochs_per_call = {per_call}',
     ]
   )
-  configurables.train_rl(output_dir=str(tmp_path / 'both'))
+  group = configurables.train_rl(output_dir=str(tmp_path / 'both'))
   lines = (tmp_path / 'both' / 'metrics.jsonl').read_text().splitlines()
   both = [json.loads(line) for line in lines]
   assert [(r['epoch'], r['seed']) for r in both] == [
     (e, s) for e in (1, 2, 3) for s in (0, 1)
   ]
+  # As a single agent's, epoch_s shares its call's wall, compile included.
+  assert both[0]['epoch_s'] * per_call >= group.runner.compile_s > 0
   for seed in (0, 1):
     configurables.parse(bindings=[PG_GIN, f'PolicyGradient.seed = {seed}'])
     alone = configurables.train_rl(output_dir=None)

@@ -11,6 +11,7 @@ Not done yet: per-epoch greedy evaluation and checkpoints (a k-seed run
 restarts from scratch); single-seed runs have both.
 """
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,11 +92,17 @@ class SeedBatch:
     n_left = n_epochs
     while n_left > 0:
       stops = []
-      for records in self._runner.run_epochs(min(epochs_per_call, n_left)):
+      start = time.perf_counter()
+      calls = self._runner.run_epochs(min(epochs_per_call, n_left))
+      # As a single agent's records: the call's wall (its compile, the
+      # first time, included) shared by its epochs.
+      epoch_s = (time.perf_counter() - start) / len(calls)
+      for records in calls:
         self._epoch += 1
         n_left -= 1
         for seed, record in zip(self._seeds, records):
           record['seed'] = seed
+          record['epoch_s'] = epoch_s
           if self._writer is not None:
             self._writer.write('epoch', self._epoch, record)
         mean = {
