@@ -8,12 +8,7 @@ batch, so a per-process normalization would show.
 """
 
 import functools
-import ipaddress
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -23,6 +18,7 @@ import pytest
 from trax_rl import checkpoint, configurables
 from trax_rl.distributed import multihost
 from trax_rl.networks import base, models
+from trax_rl.testing import jobs
 
 _SCRIPT = textwrap.dedent(
   """
@@ -86,33 +82,8 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
-
-
-def _run(port, process_id):
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  return subprocess.Popen(
-    [sys.executable, '-c', _SCRIPT, str(port), str(process_id)],
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-    env=env,
-  )
-
-
-def _result(process):
-  out, err = process.communicate(timeout=600)
-  assert process.returncode == 0, err[-3000:]
-  return json.loads(out.strip().splitlines()[-1])
-
-
 def test_two_processes_update_like_one():
-  port = _free_port()
-  processes = [_run(port, i) for i in (0, 1)]
-  first, second = [_result(p) for p in processes]
+  first, second = jobs.run_job(_SCRIPT, [[], []])
   assert first['devices'] == second['devices'] == 2
   assert first['chief'] and not second['chief']
   for got in (first, second):
@@ -188,43 +159,18 @@ _AGENT_SCRIPT = textwrap.dedent(
 )
 
 
-def _train(port, process_id, chief_dir, own_dir):
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  return subprocess.Popen(
-    [
-      sys.executable,
-      '-c',
-      _AGENT_SCRIPT,
-      str(port),
-      str(process_id),
-      str(chief_dir),
-      str(own_dir),
-    ],
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-    env=env,
-  )
-
-
 def _assert_same_learner(first, second, n_epochs):
   assert first['process'] == 0 and second['process'] == 1
-  assert first['devices'] == second['devices'] == 2
   assert first['epoch'] == second['epoch'] == n_epochs
-  assert first['step'] == second['step'] == n_epochs
-  for a, b in zip(first['params'], second['params'], strict=True):
-    np.testing.assert_array_equal(a, b)
-  # Each process collected its own episodes: their data differ.
-  assert first['observations'] != second['observations']
+  assert first['step'] == n_epochs
+  jobs.assert_learn_in_step(first, second)
 
 
 def test_two_processes_train_one_agent(tmp_path):
   chief_dir, other_dir = tmp_path / 'chief', tmp_path / 'other'
-  port = _free_port()
-  processes = [
-    _train(port, i, chief_dir, d) for i, d in enumerate([chief_dir, other_dir])
-  ]
-  first, second = [_result(p) for p in processes]
+  first, second = jobs.run_job(
+    _AGENT_SCRIPT, [[chief_dir, chief_dir], [chief_dir, other_dir]]
+  )
   _assert_same_learner(first['fresh'], second['fresh'], 2)
   # Resumed from the chief's checkpoint, both went on in step.
   _assert_same_learner(first['resumed'], second['resumed'], 3)
@@ -237,13 +183,7 @@ def test_two_processes_train_one_agent(tmp_path):
   assert [json.loads(r)['epoch'] for r in records] == [1, 2, 3]
   for got in (first, second):
     assert got['sockets']
-    assert all(_is_loopback(ip) for ip in got['sockets']), got['sockets']
-
-
-def _is_loopback(ip: str) -> bool:
-  address = ipaddress.ip_address(ip)
-  mapped = getattr(address, 'ipv4_mapped', None)
-  return address.is_loopback or (mapped is not None and mapped.is_loopback)
+    assert all(jobs.is_loopback(ip) for ip in got['sockets']), got['sockets']
 
 
 _REPLAY = """
@@ -312,28 +252,12 @@ _STREAM_SCRIPT = textwrap.dedent(
 
 
 def test_replay_learners_train_across_two_processes():
-  port = _free_port()
-  env = dict(os.environ, JAX_PLATFORMS='cpu')
-  processes = [
-    subprocess.Popen(
-      [sys.executable, '-c', _STREAM_SCRIPT, str(port), str(i)],
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=env,
-    )
-    for i in (0, 1)
-  ]
-  first, second = [_result(p) for p in processes]
+  first, second = jobs.run_job(_STREAM_SCRIPT, [[], []])
   for name in ('ReplayValueAgent', 'R2D2'):
     a, b = first[name], second[name]
-    assert a['devices'] == b['devices'] == 2
-    # The same learner calls on both, so the same replicated parameters.
-    assert a['step'] == b['step'] > 0
-    for x, y in zip(a['params'], b['params'], strict=True):
-      np.testing.assert_array_equal(x, y)
-    # Each process fed its own table from its own envs.
-    assert a['observations'] != b['observations']
+    # The same learner calls on both, so the same replicated parameters;
+    # each process fed its own table from its own envs.
+    jobs.assert_learn_in_step(a, b)
     # Every table is sampled at each update, none past the job's ratio.
     samples = a['counts'][2]
     assert b['counts'][2] == samples

@@ -6,21 +6,19 @@ busy machine.
 """
 
 import functools
-import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-import numpy as np
 import psutil
 import pytest
 
 from trax_rl import checkpoint, configurables
 from trax_rl.distributed import ray_collector, ray_setup
+from trax_rl.testing import jobs
 
 PG = """
 RLTask.env = 'CartPole-v1'
@@ -70,12 +68,6 @@ def cluster():
     ray.shutdown()
 
 
-def _is_loopback(ip: str) -> bool:
-  address = ipaddress.ip_address(ip)
-  mapped = getattr(address, 'ipv4_mapped', None)
-  return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def _assert_loopback_only() -> int:
   """Every socket of this process and its descendants is on loopback."""
   pids = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -85,7 +77,7 @@ def _assert_loopback_only() -> int:
     for c in psutil.net_connections('inet')
     if c.pid in pids and c.laddr
   ]
-  outside = [(pid, a) for pid, a in bound if not _is_loopback(a.ip)]
+  outside = [(pid, a) for pid, a in bound if not jobs.is_loopback(a.ip)]
   assert bound and not outside, outside
   return len(bound)
 
@@ -264,31 +256,10 @@ print(json.dumps(out))
 
 
 def test_a_multihost_learner_with_rollout_actors(cluster):
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
   configs = json.dumps({'pg': _lines(PG), 'dqn': _lines(DQN)})
-  processes = [
-    subprocess.Popen(
-      [sys.executable, '-c', _MULTIHOST, str(port), str(i), cluster, configs],
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=dict(os.environ, JAX_PLATFORMS='cpu'),
-    )
-    for i in (0, 1)
-  ]
-  results = []
-  for p in processes:
-    out, err = p.communicate(timeout=TIMEOUT_S)
-    assert p.returncode == 0, err[-3000:]
-    results.append(json.loads(out.strip().splitlines()[-1]))
-  first, second = results
+  first, second = jobs.run_job(
+    _MULTIHOST, [[cluster, configs]] * 2, timeout_s=TIMEOUT_S
+  )
   for name in ('pg', 'dqn'):
-    a, b = first[name], second[name]
-    assert a['devices'] == b['devices'] == 2
-    assert a['step'] == b['step'] > 0
-    for x, y in zip(a['params'], b['params'], strict=True):
-      np.testing.assert_array_equal(x, y)
     # Each process's actors played their own units and streams.
-    assert a['observations'] != b['observations']
+    jobs.assert_learn_in_step(first[name], second[name])

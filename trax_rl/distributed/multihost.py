@@ -134,13 +134,13 @@ def join_agent(agent: base.Agent) -> None:
   processes collect different data; the chief's streams stay a
   single-process run's.
 
-  Args:
-    agent: the agent, after `restore()`.
-
   The replay learners (ReplayValueAgent, R2D2) keep one table per
   process, fed by that process's envs, and limit the tables as one
   (`learner_table.insert_and_learn`), so every process makes the same
   learner calls.
+
+  Args:
+    agent: the agent, after `restore()`.
 
   Raises:
     ValueError: the processes are at different epochs (their output_dirs

@@ -120,7 +120,6 @@ class RayCollector:
     self._actors: list[Any] = []
     self._incarnations: list[int] = []
     self._stream = False
-    self._process = (0, 1)  # (index, count) of the learner's processes
     self._version = -1
     self._params_box: list[Any] = []
     self._metrics: dict[str, float] = {}
@@ -173,15 +172,13 @@ class RayCollector:
       num_cpus=self._actor_cpus, max_restarts=0, max_task_retries=0
     )(RayRolloutWorker)
     self._incarnations = [0] * self._n_actors
-    self._process = (jax.process_index(), jax.process_count())
     self._actors = [self._spawn(slot) for slot in range(self._n_actors)]
 
   def _spawn(self, slot: int) -> Any:
     # Across hosts each learner process drives its own actors: their slots
     # (stream seeds, Ape-X epsilons) count over every process's actors.
-    index, count = self._process
-    n_slots = count * self._n_actors
-    global_slot = index * self._n_actors + slot
+    n_slots = jax.process_count() * self._n_actors
+    global_slot = jax.process_index() * self._n_actors + slot
     epsilon = (
       rollout.apex_epsilon(global_slot, n_slots, *self._apex)
       if self._stream
@@ -276,7 +273,7 @@ class RayCollector:
         for _ in range(min(self._max_in_flight - busy, len(pending))):
           unit = pending.popleft()
           # Each learner process plays units of its own (seeds differ).
-          unit_id = self._process[0] * len(units) + unit
+          unit_id = jax.process_index() * len(units) + unit
           ref = actor.play_unit.remote(
             self._version, self._params_box, epoch, unit_id, *units[unit]
           )
@@ -310,7 +307,7 @@ class RayCollector:
     per_chunk = self._chunk_length * agent.task.n_envs
     # Across hosts the tables are limited as one, and a table ahead of the
     # others waits for them in `absorb`: one chunk is always welcome there.
-    always_one = self._process[1] > 1
+    always_one = jax.process_count() > 1
     for slot, actor in enumerate(self._actors):
       busy = sum(s == slot for s in in_flight.values())
       while (

@@ -103,9 +103,9 @@ def insert_and_learn(
   while True:
     while done < n and replay.can_insert(min(chunk, n - done)):
       done = insert_next()
-    size, inserts, _ = replay.counts
-    job = np.asarray(gather([size, inserts, n - done]))
-    lagging = replay.counts._replace(
+    counts = replay.counts
+    job = np.asarray(gather([counts.size, counts.inserts, n - done]))
+    lagging = counts._replace(
       size=int(job[:, 0].min()), inserts=int(job[:, 1].min())
     )
     calls = replay.limiter.calls_allowed(per_call, lagging)

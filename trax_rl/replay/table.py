@@ -140,17 +140,17 @@ class Table:
   @property
   def counts(self) -> rate_limiter.Counts:
     """(size, inserts, samples), as the rate limiter reads them."""
-    return self._counts()
+    return rate_limiter.Counts(self.size, self._num_inserts, self._num_samples)
 
   def can_insert(self, n: int = 1) -> bool:
     """Whether inserting `n` items now (all at once) is allowed."""
     validation.check_count('n', n, 1)
-    return self._limiter.can_insert(n, self._counts())
+    return self._limiter.can_insert(n, self.counts)
 
   def can_sample(self, n: int = 1) -> bool:
     """Whether sampling `n` items now is allowed."""
     validation.check_count('n', n, 1)
-    return self._limiter.can_sample(n, self._counts())
+    return self._limiter.can_sample(n, self.counts)
 
   def insert(self, item: Any, priority: float = 1.0) -> int:
     """Inserts one item and returns its key.
@@ -217,7 +217,7 @@ class Table:
     """
     if not self.can_sample(n):
       raise RateLimitedError(
-        self._limiter.sample_blocked_message(n, self._counts())
+        self._limiter.sample_blocked_message(n, self.counts)
       )
     n, size = int(n), self.size
     # Both branches draw exactly n doubles so the RNG stream does not depend
@@ -361,7 +361,7 @@ class Table:
       return np.zeros(0, np.int64)
     if enforce_limit and not self.can_insert(n):
       raise RateLimitedError(
-        self._limiter.insert_blocked_message(n, self._counts())
+        self._limiter.insert_blocked_message(n, self.counts)
       )
     self._storage.prepare(leaves, treedef)
     keys = np.arange(self._num_inserts, self._num_inserts + n, dtype=np.int64)
@@ -381,9 +381,6 @@ class Table:
       self._tree.set_range(0, weights[first:])
     self._num_inserts += n
     return keys
-
-  def _counts(self) -> rate_limiter.Counts:
-    return rate_limiter.Counts(self.size, self._num_inserts, self._num_samples)
 
   def _weights(self, priorities: np.ndarray) -> np.ndarray:
     return samplers.priority_weights(
