@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from scipy import stats
 
 from trax_rl import configurables, jax_envs
 from trax_rl import task as task_lib
@@ -85,6 +86,26 @@ def test_single_step_batches_equal_the_host_trajectories():
   want = np.concatenate([np.full(t.n_steps, 1 / t.n_steps) for t in trajs])
   np.testing.assert_allclose(probs, want / len(trajs), rtol=1e-5)
   assert len(trajs) > 3  # Episode ends inside the rollout are exercised.
+
+
+def test_permutations_are_uniform_and_valid():
+  # All 24 orders of 4 items, each 1/24: chi-square tests at 0.999.
+  perms = np.asarray(batches.permutations(jax.random.PRNGKey(0), 48000, 4))
+  codes = perms @ np.array([64, 16, 4, 1])
+  counts = np.bincount(codes, minlength=256)[np.unique(codes)]
+  assert len(counts) == 24
+  expected = len(perms) / 24
+  assert np.sum((counts - expected) ** 2 / expected) < stats.chi2.ppf(0.999, 23)
+  # Every position holds each item equally often at a size that needs two
+  # rounds of packed sorts, and every row is a permutation.
+  perms = np.asarray(batches.permutations(jax.random.PRNGKey(1), 2000, 600))
+  assert (np.sort(perms, axis=1) == np.arange(600)).all()
+  first = np.bincount(perms[:, 0], minlength=600)
+  chi2 = np.sum((first - 2000 / 600) ** 2 / (2000 / 600))
+  assert chi2 < stats.chi2.ppf(0.999, 599)
+  # Past the packed bits' reach: jax.random.permutation, still valid.
+  big = np.asarray(batches.permutations(jax.random.PRNGKey(2), 1, 1 << 21))
+  assert (np.sort(big[0]) == np.arange(1 << 21)).all()
 
 
 def test_policy_gradient_learns_on_gymnax_cartpole():

@@ -110,6 +110,33 @@ def packed_steps(steps: rollout.Rollout) -> dict[str, jax.Array]:
   }
 
 
+def permutations(key: jax.Array, count: int, n: int) -> jax.Array:
+  """`[count, n]` independent uniformly random permutations of 0..n-1.
+
+  `jax.random.permutation` sorts (key, value) pairs, which XLA's CPU sort
+  does several times slower than one array of uint32: here each round
+  sorts random bits with the position packed into the low bits, and a
+  round's ties are broken by the previous round's random order. The
+  rounds are enough that some pair ties in all of them with probability
+  at most 2^-20 (2 rounds up to n = 2048); only then is the order biased.
+  Past n = 2^20 the packed bits are too few: `jax.random.permutation`.
+  """
+  width = max(1, (n - 1).bit_length())
+  free = 32 - width
+  if free < 12:
+    keys = jax.random.split(key, count)
+    return jax.vmap(lambda k: jax.random.permutation(k, n))(keys)
+  rounds = -(-(2 * width - 1 + 20) // free)
+  mask = jnp.uint32((1 << width) - 1)
+  position = jax.lax.broadcasted_iota(jnp.uint32, (count, n), 1)
+  bits = jax.random.bits(key, (rounds, count, n))
+  order = position
+  for r in range(rounds):
+    ranked = jax.lax.sort((bits[r] & ~mask) | position, dimension=1) & mask
+    order = jnp.take_along_axis(order, ranked, axis=1)
+  return order.astype(jnp.int32)
+
+
 def minibatch_indices(
   key: jax.Array, n_valid: int, n_steps: int, batch_size: int
 ) -> jax.Array:
@@ -120,7 +147,5 @@ def minibatch_indices(
   """
   needed = n_steps * batch_size
   n_passes = -(-needed // n_valid)
-  passes = jax.vmap(lambda k: jax.random.permutation(k, n_valid))(
-    jax.random.split(key, n_passes)
-  )
+  passes = permutations(key, n_passes, n_valid)
   return passes.reshape(-1)[:needed].reshape(n_steps, batch_size)
