@@ -120,6 +120,20 @@ class MultifactorTest(chex.TestCase):
       lr_schedules.multifactor('decay_every', steps_per_decay=0)
 
 
+class LinearTest(absltest.TestCase):
+  def test_goes_from_initial_to_final_then_stays(self):
+    schedule = lr_schedules.linear_lr(initial=2e-3, final=1e-3, steps=4)
+    np.testing.assert_allclose(
+      [schedule(s) for s in range(7)],
+      [2e-3, 1.75e-3, 1.5e-3, 1.25e-3, 1e-3, 1e-3, 1e-3],
+      rtol=1e-6,
+    )
+
+  def test_bad_steps_named(self):
+    with self.assertRaisesRegex(ValueError, 'linear_lr steps must be > 0'):
+      lr_schedules.linear_lr(steps=0)
+
+
 class OptaxTest(absltest.TestCase):
   def test_adam_under_jit(self):
     # Learning rates 1, 0.5, 0.25 at optax's steps 0, 1, 2.

@@ -70,7 +70,9 @@ _register(
   models.QuantileQuality,
 )
 # Schedules, estimators, optimizers.
-_register(lr_schedules.multifactor, lr_schedules.constant_lr)
+_register(
+  lr_schedules.multifactor, lr_schedules.constant_lr, lr_schedules.linear_lr
+)
 _register(
   advantages.monte_carlo, advantages.td_k, advantages.td_lambda, advantages.gae
 )

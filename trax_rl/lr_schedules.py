@@ -140,3 +140,23 @@ def constant_lr(value: float = 1e-3) -> optax.Schedule:
     value: the learning rate.
   """
   return optax.constant_schedule(value)
+
+
+def linear_lr(
+  initial: float = 1e-3, final: float = 0.0, steps: int = 10000
+) -> optax.Schedule:
+  """A rate going linearly from `initial` to `final` over `steps` updates,
+  then staying at `final` (PureJaxRL's and CleanRL's annealed PPO rate,
+  with steps = all the run's updates).
+
+  Args:
+    initial: the rate at update 0.
+    final: the rate from update `steps` on.
+    steps: updates the decay lasts, > 0.
+
+  Raises:
+    ValueError: steps <= 0.
+  """
+  if steps <= 0:
+    raise ValueError(f'linear_lr steps must be > 0, got {steps}')
+  return optax.linear_schedule(initial, final, steps)
