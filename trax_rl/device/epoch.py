@@ -232,6 +232,10 @@ def _looped(epoch: Callable, k: int) -> Callable:
 
     return once
 
+  # Jitted so that the trace `eval_shape` makes is the one the loop body
+  # reuses (one trace of the epoch, not two: seconds of a cold start).
+  epoch = jax.jit(epoch)
+
   def run(state, n):
     _, shapes = jax.eval_shape(epoch, state)
     buffers = jax.tree.map(lambda x: jnp.zeros((k, *x.shape), x.dtype), shapes)
