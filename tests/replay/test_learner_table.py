@@ -11,6 +11,7 @@ import pytest
 
 from trax_rl.replay import learner_table, samplers
 from trax_rl.replay import table as table_lib
+from trax_rl.supervised import sharding
 
 SPI, MIN_SIZE, PER_CALL, CHUNK = 4.0, 20, 8, 3
 
@@ -21,7 +22,7 @@ def _table(seed=0):
   )
 
 
-def _run(replay, n, gather=learner_table.one_process, forced=None):
+def _run(replay, n, gather=sharding.gather_ints, forced=None):
   """insert_and_learn of n items; returns the number of learner calls."""
   calls = []
 

@@ -316,8 +316,7 @@ class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
       self._batch_size * self._num_sgd,
       insert,
       lambda: self._learner_call(metrics),
-      sharding.gather_ints,
-      type(self).__name__,
+      name=type(self).__name__,
     )
     return metrics, items
 

@@ -5,6 +5,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from trax_rl.replay import samplers, table
+from trax_rl.supervised import sharding
 
 
 def make(
@@ -50,11 +51,6 @@ def make(
   )
 
 
-def one_process(values: Sequence[int]) -> np.ndarray:
-  """`insert_and_learn`'s `gather` for a learner alone: `[1, len(values)]`."""
-  return np.asarray(values, np.int64)[None]
-
-
 def insert_and_learn(
   replay: table.Table,
   n: int,
@@ -62,7 +58,7 @@ def insert_and_learn(
   per_call: int,
   insert: Callable[[slice, bool], None],
   learner_call: Callable[[], None],
-  gather: Callable[[Sequence[int]], np.ndarray] = one_process,
+  gather: Callable[[Sequence[int]], np.ndarray] = sharding.gather_ints,
   name: str = 'the learner',
 ) -> None:
   """Inserts n items in chunks, with learner calls as the limiter allows.
@@ -87,7 +83,8 @@ def insert_and_learn(
     per_call: items one learner call samples.
     insert: `insert(rows, enforce_limit)` puts rows of the items in.
     learner_call: samples `per_call` items and updates.
-    gather: every process's values `[processes, k]` (`one_process` alone).
+    gather: every process's values `[processes, k]` (the job's all-gather;
+      tests pass their own).
     name: the learner, for the error.
 
   Raises:
