@@ -130,10 +130,12 @@ def permutations(key: jax.Array, count: int, n: int) -> jax.Array:
   mask = jnp.uint32((1 << width) - 1)
   position = jax.lax.broadcasted_iota(jnp.uint32, (count, n), 1)
   bits = jax.random.bits(key, (rounds, count, n))
-  order = position
+  order = None  # The first round's ranks are the order itself.
   for r in range(rounds):
     ranked = jax.lax.sort((bits[r] & ~mask) | position, dimension=1) & mask
-    order = jnp.take_along_axis(order, ranked, axis=1)
+    order = (
+      ranked if order is None else jnp.take_along_axis(order, ranked, axis=1)
+    )
   return order.astype(jnp.int32)
 
 
