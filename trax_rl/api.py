@@ -72,8 +72,8 @@ def train(
   configurables.parse(files, extra)
   records = []
 
-  def keep(agent: base.Agent, record: dict[str, Any]) -> None:
-    records.append({'epoch': agent.current_epoch, **record})
+  def keep(_: base.Agent, record: dict[str, Any]) -> None:
+    records.append(dict(record))  # The record names its epoch.
 
   agent = configurables.train_rl(
     output_dir=output_dir, callbacks=[keep, *callbacks]

@@ -6,6 +6,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -181,18 +182,28 @@ def _train(args) -> None:
   configurables.parse(files, bindings + _ray_bindings(args))
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None
+  start = time.time()
 
-  def progress(agent, record: dict[str, Any]) -> None:
+  def progress(_, record: dict[str, Any]) -> None:
     nonlocal bar
     if args.no_progress:
       return
     if bar is None:  # Created late: errors before epoch 1 stay one line.
       import tqdm
 
+      # A compiled call of several epochs reports them all at once, so the
+      # rate is this run's average since it started (compiles included),
+      # over the epochs it ran (a resumed run's earlier ones excluded).
       bar = tqdm.tqdm(
-        total=n_epochs, unit='epoch', file=sys.stderr, dynamic_ncols=True
+        total=n_epochs,
+        initial=record['epoch'] - 1,
+        unit='epoch',
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0,
       )
-    bar.n = agent.current_epoch
+      bar.start_t = start
+    bar.update(record['epoch'] - bar.n)
     # The mean of the last 100 completed episodes: a cut slice is no return.
     mean = record['episode_return_mean']
     shown = {'return': '-' if math.isnan(mean) else f'{mean:.1f}'}

@@ -14,7 +14,8 @@ import optax
 import pytest
 from scipy import stats
 
-from trax_rl import configurables, jax_envs
+import trax_rl
+from trax_rl import cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import expert_iteration, policy_agents
@@ -147,7 +148,8 @@ def test_epochs_per_call_changes_no_number(tmp_path):
   # 3 + 2 epochs: the short call reuses the program compiled for 3.
   looped = _pg(str(tmp_path / 'looped'))
   looped.run(5, epochs_per_call=3, callbacks=[lambda a, r: seen.append(r)])
-  assert len(seen) == 5 and looped.current_epoch == 5
+  assert [r['epoch'] for r in seen] == [1, 2, 3, 4, 5]
+  assert looped.current_epoch == 5
   assert _records(tmp_path / 'one') == _records(tmp_path / 'looped')
   np.testing.assert_array_equal(
     jax.tree.leaves(one.loop.trainer.params)[0],
@@ -223,6 +225,27 @@ def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
     got = [r['avg_return'] for r in both if r['seed'] == seed]
     np.testing.assert_allclose(got, want, rtol=1e-5)
   assert [r['avg_return'] for r in both[:2]][0] != both[1]['avg_return']
+
+
+def test_records_and_the_progress_bar_name_each_epoch_of_a_call(
+  tmp_path, capsys
+):
+  # 3 epochs in calls of 2 + 1: the records reach the callbacks after each
+  # call, and each still names its own epoch.
+  per_call = 'train_rl.epochs_per_call = 2'
+  run = trax_rl.train([PG_GIN, per_call])
+  assert [r['epoch'] for r in run.records] == [1, 2, 3]
+  run = trax_rl.train([PG_GIN, per_call, 'train_rl.n_seeds = 2'])
+  assert [r['epoch'] for r in run.records] == [1, 2, 3]
+  config = tmp_path / 'pg.gin'
+  config.write_text(PG_GIN)
+  args = ['train', '--config_file', str(config), '--config', per_call]
+  assert cli.main([*args, '--output_dir', str(tmp_path / 'cli')]) == 0
+  bar = capsys.readouterr().err
+  # tqdm redraws in place: the bar's states are the \r-separated parts.
+  states = [s for s in bar.split('\r') if 'epoch' in s]
+  shown = [int(s.split('/')[0].split('|')[-1]) for s in states]
+  assert shown == sorted(shown) and shown[-1] == 3, states
 
 
 _TWO_DEVICE_SCRIPT = textwrap.dedent(

@@ -268,7 +268,8 @@ class Agent(
       n_epochs: epochs to run.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
       callbacks: each called as `callback(agent, record)` after every epoch,
-        once the epoch is saved; a callback returning True stops the run.
+        once the epoch is saved; `record['epoch']` is that epoch's number. A
+        callback returning True stops the run.
       on_nonfinite: when a loss (checked in every update), the parameters
         (checked once per epoch: a non-finite gradient turns them
         non-finite) or a collected observation is NaN or inf: 'stop'
@@ -308,12 +309,15 @@ class Agent(
       self._writer = metrics.MetricsWriter(self._output_dir)
     while n_left > 0:
       if self._only_eval:
-        records = [self._evaluation_epoch()]
+        records = [{'epoch': self._epoch, **self._evaluation_epoch()}]
       else:
         first = self._epoch + 1
         records = self._run_epochs(on_nonfinite, min(epochs_per_call, n_left))
-        if self._writer is not None:
-          for epoch, record in enumerate(records, first):
+        for epoch, record in enumerate(records, first):
+          # A call's records all reach the callbacks after the call, when
+          # current_epoch is already its last: each names its own.
+          record['epoch'] = epoch
+          if self._writer is not None:
             self._writer.write('epoch', epoch, record)
         if writes:
           self.save()

@@ -110,6 +110,7 @@ class SeedBatch:
           for k in records[0]
           if k != 'seed'
         }
+        mean['epoch'] = self._epoch
         self.avg_returns.append(mean['avg_return'])
         stops += [callback(self, mean) for callback in callbacks]
       if any(stops):
