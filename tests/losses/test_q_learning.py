@@ -13,6 +13,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import rlax
 from absl.testing import absltest, parameterized
 
 from trax_rl import types
@@ -445,6 +446,17 @@ class PrioritizedCategoricalDoubleQLearningTest(chex.TestCase):
     abs_td = np.mean(np.abs(np.array([0.5, -0.25, 1.0]) - q_sa))
     np.testing.assert_allclose(extra.metrics['abs_td'], abs_td, rtol=1e-5)
 
+  def test_projection_matches_rlax(self):
+    rng = np.random.default_rng(7)
+    z_q = jnp.asarray([-2.0, -0.5, 0.0, 1.0, 3.0])  # Uneven gaps.
+    z_p = jnp.asarray(rng.uniform(-4, 5, size=(6, 4)), jnp.float32)
+    probs = jax.nn.softmax(jnp.asarray(rng.normal(size=(6, 4)), jnp.float32))
+    want = jax.vmap(rlax.categorical_l2_project, in_axes=(0, 0, None))(
+      z_p, probs, z_q
+    )
+    got = distributional.l2_project(z_p, probs, z_q)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
   @chex.variants(with_jit=True, without_jit=True)
   def test_matches_numpy_reference(self):
     rng = np.random.default_rng(4)
@@ -527,6 +539,32 @@ class QrDqnTest(chex.TestCase):
     loss_fn = functools.partial(distributional.QrDqn(kappa), QR_NET)
     loss, _ = self.variant(loss_fn)(online, target, batch, KEY)
     np.testing.assert_allclose(loss, np.mean(per_example), rtol=1e-5)
+
+  @parameterized.parameters(0.0, 1.0, 2.0)
+  def test_value_and_gradient_match_rlax(self, kappa):
+    # The loss carries its own gradient (a custom VJP): it must be autodiff
+    # of rlax's loss, through a batch that is no multiple of the loop's step.
+    rng = np.random.default_rng(6)
+    theta = jnp.asarray(rng.normal(size=(7, 5)) * 2, jnp.float32)
+    target = jnp.asarray(rng.normal(size=(7, 5)) * 2, jnp.float32)
+    taus = (jnp.arange(5) + 0.5) / 5
+    cotangent = jnp.asarray(rng.uniform(size=7), jnp.float32)
+
+    def ours(theta, target):
+      return distributional.quantile_huber_loss(theta, target, kappa)
+
+    def reference(theta, target):
+      one = functools.partial(rlax.quantile_regression_loss, huber_param=kappa)
+      return jax.vmap(one, in_axes=(0, None, 0))(theta, taus, target)
+
+    for fn in (ours, jax.jit(ours)):
+      got, vjp = jax.vjp(fn, theta, target)
+      want, ref_vjp = jax.vjp(reference, theta, target)
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(
+        vjp(cotangent)[0], ref_vjp(cotangent)[0], rtol=1e-5, atol=1e-6
+      )
+      np.testing.assert_array_equal(vjp(cotangent)[1], 0)
 
   def test_needs_distributional_head(self):
     with self.assertRaisesRegex(ValueError, 'QrDqn needs .* dist'):
