@@ -175,8 +175,10 @@ def test_two_processes_train_one_agent(tmp_path):
   # Resumed from the chief's checkpoint, both went on in step.
   _assert_same_learner(first['resumed'], second['resumed'], 3)
   assert first['fresh']['params'] != first['resumed']['params']
-  # Only the chief writes: checkpoint, metrics, config.
-  assert not other_dir.exists()
+  # Only the chief writes the checkpoint, metrics and config; the other
+  # process only its own state.
+  assert [p.name for p in other_dir.iterdir()] == ['processes']
+  assert [p.name for p in (other_dir / 'processes').iterdir()] == ['1']
   assert (chief_dir / 'config.gin').exists()
   assert checkpoint.load(chief_dir / 'checkpoint.pkl')['epoch'] == 3
   records = (chief_dir / 'metrics.jsonl').read_text().splitlines()
@@ -249,6 +251,66 @@ _STREAM_SCRIPT = textwrap.dedent(
   print(json.dumps(out))
   """
 )
+
+
+# Killed after epoch 2 and resumed: every process gets its own state back
+# (envs in flight, replay table, random streams), not the chief's.
+_RESUME_SCRIPT = textwrap.dedent(
+  """
+  import hashlib, json, os, sys
+  import jax, numpy as np
+  from trax_rl import configurables
+
+  port, process_id, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+  CONFIG = [
+      "RLTask.env = 'CartPole-v1'", 'RLTask.initial_trajectories = 0',
+      'RLTask.n_envs = 2', 'RLTask.max_steps = 30', 'MLP.layer_widths = (8,)',
+      'Quality.body = @MLP', 'ReplayValueAgent.model_fn = @Quality',
+      'ReplayValueAgent.batch_size = 8',
+      'ReplayValueAgent.min_replay_size = 16',
+      'ReplayValueAgent.samples_per_insert = 2.0',
+      'ReplayValueAgent.n_interactions_per_epoch = 40',
+      'ReplayValueAgent.n_eval_episodes = 0',
+      'train_rl.agent_class = @ReplayValueAgent',
+  ]
+
+  def train(output_dir, n_epochs):
+    configurables.parse([], CONFIG)
+    agent = configurables.train_rl(
+        output_dir=output_dir, n_epochs=n_epochs, multihost=True,
+        coordinator_address=f'127.0.0.1:{port}', num_processes=2,
+        process_id=process_id)
+    table = hashlib.sha256()
+    for leaf in jax.tree.leaves(agent.table.state_dict()):
+      array = np.asarray(leaf)  # Big ints (RNG states) as their digits.
+      table.update(repr(leaf).encode() if array.dtype == object else
+                   array.tobytes())
+    return {
+        'epoch': agent.current_epoch,
+        'step': agent.trainer.step,
+        'table': table.hexdigest(),
+        'counts': list(agent.table.counts),
+        'params': [np.asarray(x).ravel().tolist()
+                   for x in jax.tree.leaves(agent.trainer.params)],
+    }
+
+  full = train(os.path.join(out, 'full'), 4)
+  train(os.path.join(out, 'cut'), 2)
+  resumed = train(os.path.join(out, 'cut'), 4)
+  print(json.dumps({'full': full, 'resumed': resumed}))
+  """
+)
+
+
+def test_a_resumed_job_gives_each_process_its_own_state(tmp_path):
+  first, second = jobs.run_job(_RESUME_SCRIPT, [[tmp_path], [tmp_path]])
+  for got in (first, second):
+    assert got['resumed'] == got['full']
+  # Each process kept its own table: the two tables differ.
+  assert first['full']['table'] != second['full']['table']
+  own = tmp_path / 'cut' / 'processes' / '1'
+  assert sorted(p.name for p in own.glob('*.pkl')) == ['checkpoint-4.pkl']
+  assert not (tmp_path / 'cut' / 'processes' / '0').exists()
 
 
 def test_replay_learners_train_across_two_processes():

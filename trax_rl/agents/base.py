@@ -304,7 +304,8 @@ class Agent(
         f'epoch); {type(self).__name__} on this env trains on the host'
       )
     n_left = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
-    writes = self._output_dir is not None and checkpointing.writes_outputs()
+    saves = self._output_dir is not None  # Every process of a job saves.
+    writes = saves and checkpointing.writes_outputs()
     if writes and self._writer is None:
       self._writer = metrics.MetricsWriter(self._output_dir)
     while n_left > 0:
@@ -319,7 +320,7 @@ class Agent(
           record['epoch'] = epoch
           if self._writer is not None:
             self._writer.write('epoch', epoch, record)
-        if writes:
+        if saves:
           self.save()
       n_left -= len(records)
       # Every callback sees every epoch, then any of them may stop the run.

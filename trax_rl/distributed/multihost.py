@@ -7,9 +7,11 @@ its own rows of every batch, the update is one jitted program over the
 global batch sharded along the 'data' axis of every process's devices,
 and the train state is replicated. XLA inserts the cross-process
 reduction of the gradients (no `shard_map` + `pmean`, whose gradient of a
-replicated input comes out doubled). Process 0 is the chief: it alone
-writes output_dir (checkpoints, metrics, config.gin); on resume every
-process reads the chief's checkpoint from the shared output_dir.
+replicated input comes out doubled). Process 0 is the chief: it writes
+output_dir's checkpoint, metrics and config.gin; every other process
+writes its own state (envs, replay table, random streams) under
+output_dir/processes/<index>/ before the chief commits, and gets it back
+on resume (`agents.checkpointing`).
 """
 
 import os
@@ -129,10 +131,11 @@ def join_agent(agent: base.Agent) -> None:
 
   Every process must start from the same state: the chief's checkpoint
   (all processes read the same output_dir) or, without one, the same
-  seed. Each process other than the chief then draws its env resets,
-  random actions and acting keys from (seed, process index), so that the
-  processes collect different data; the chief's streams stay a
-  single-process run's.
+  seed. A process other than the chief that restored its own state
+  (`processes/<index>/` in output_dir) goes on with it; one that did not
+  draws its env resets, random actions and acting keys from (seed,
+  process index, epoch), so that the processes collect different data;
+  the chief's streams stay a single-process run's.
 
   The replay learners (ReplayValueAgent, R2D2) keep one table per
   process, fed by that process's envs, and limit the tables as one
@@ -159,8 +162,8 @@ def join_agent(agent: base.Agent) -> None:
       'every process the same output_dir, on storage all hosts can read'
     )
   index = jax.process_index()
-  if index == 0:
-    return
+  if index == 0 or agent.restored_process_state:
+    return  # The chief's streams, or this process's own restored ones.
   agent.task.reseed([agent.task.seed, index, agent.current_epoch])
   agent.reseed_acting(jax.random.fold_in(jax.random.PRNGKey(agent.seed), index))
 
