@@ -113,6 +113,8 @@ class Agent(
     self._act_counts = [0, 0]
     self._restored = False
     self._loaded_checkpoint = False
+    # A non-chief process of a multi-host job got its own state back.
+    self._restored_process_state = False
     self._writer = None
 
   # Read-only views, as Trax's.

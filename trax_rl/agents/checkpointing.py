@@ -50,9 +50,6 @@ def _process_checkpoint(directory: epath.Path, epoch: int) -> epath.Path:
 class Checkpointing:
   """`save` and `restore` of an `Agent`'s whole state."""
 
-  # Set by restore: this non-chief process got its own state back.
-  _restored_process_state = False
-
   @property
   def restored_process_state(self) -> bool:
     """Whether restore loaded this process's own multi-host state."""
@@ -116,9 +113,9 @@ class Checkpointing:
     # Temp files of writes a crash cut short are never needed again.
     out = epath.Path(self._output_dir)
     own = process_dir(self._output_dir)
-    for folder in [out] if own is None else [own]:
-      for stale in [*folder.glob('.*.tmp*'), *folder.glob('*/.*.tmp*')]:
-        stale.unlink()
+    folder = own or out  # This process's own files.
+    for stale in [*folder.glob('.*.tmp*'), *folder.glob('*/.*.tmp*')]:
+      stale.unlink()
     path = self._checkpoint_path()
     if not path.exists():
       return False
