@@ -334,3 +334,18 @@ def test_a_device_epoch_is_refused():
   agent = configurables.train_rl(build_only=True)
   with pytest.raises(ValueError, match='trains on the host path'):
     multihost.join_agent(agent)
+
+
+def test_a_process_that_cannot_write_its_state_folder_is_named(
+  tmp_path, monkeypatch
+):
+  # Process 1 writes only processes/1 under the shared output_dir; a file
+  # in the way is a one-line error at build time, not an OSError at the
+  # first checkpoint, and the file stays as it was.
+  blocker = tmp_path / 'processes'
+  blocker.write_text('precious')
+  monkeypatch.setattr(jax, 'process_index', lambda: 1)
+  configurables.parse([], _REPLAY.strip().splitlines())
+  with pytest.raises(ValueError, match=r'processes/1 is not writable'):
+    configurables.train_rl(output_dir=str(tmp_path), build_only=True)
+  assert blocker.read_text() == 'precious'

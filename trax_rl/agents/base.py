@@ -93,8 +93,12 @@ class Agent(
     self._eval_steps = eval_steps
     self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
     self._only_eval = only_eval
-    if output_dir is not None and checkpointing.writes_outputs():
-      output_dir = validation.check_output_dir(output_dir)
+    if output_dir is not None:
+      # Each process checks what it writes: the chief the output_dir, the
+      # others of a multi-host job their own processes/<index> in it.
+      validation.check_output_dir(
+        checkpointing.process_dir(output_dir) or output_dir
+      )
     self._output_dir = os.fspath(output_dir) if output_dir is not None else None
     self._seed = seed
     self._epoch = 0
