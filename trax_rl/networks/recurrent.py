@@ -127,7 +127,6 @@ class RecurrentQuality(nn.Module):
     ), state
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def _init(module: nn.Module, shape: tuple[int, ...], dtype: np.dtype, key):
   dummy = jnp.zeros((1, 1) + shape, dtype)
   return module.init(key, dummy, module.initial_state(1))
@@ -144,19 +143,12 @@ def make_recurrent_network(
     example_observation: one observation (no batch axis), for init shapes.
 
   Returns:
-    RecurrentNetwork with `init(key)` (jitted: flax's scan is slow op by op;
-    equal hashable modules share one compile), `apply(params, obs[B, ...],
-    state) -> (QOutput[B], state)` (one step) and `unroll(params,
-    obs[T, B, ...], state, first[T, B] = None) -> (QOutput[T, B], state)`.
+    RecurrentNetwork with `init(key)` (`base.jitted_init`),
+    `apply(params, obs[B, ...], state) -> (QOutput[B], state)` (one step)
+    and `unroll(params, obs[T, B, ...], state, first[T, B] = None) ->
+    (QOutput[T, B], state)`.
   """
-  example = np.asarray(example_observation)
-  init = functools.partial(_init, module, example.shape, example.dtype)
-  try:
-    hash(module)
-  except TypeError:  # Unhashable attributes (a list): compile on its own.
-    init = jax.jit(
-      functools.partial(_init.__wrapped__, module, example.shape, example.dtype)
-    )
+  init = base.jitted_init(_init, module, example_observation)
 
   def apply(params, obs, state):
     out, state = module.apply(params, jnp.asarray(obs)[None], state)
