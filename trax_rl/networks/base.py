@@ -51,28 +51,39 @@ def jitted_init(
 
   Flax's init op by op compiles every op of a new shape on its own: about
   1.5 s of a cold start on two CPUs, against one compile of the whole init.
-  Equal hashable modules over the same observation shape (the agents of a
-  seed batch, a rebuilt agent) share that compile; a module with
-  unhashable attributes compiles its own. The parameters are the same as
-  op by op.
+  Inits that lower to the same program (the agents of a seed batch, a
+  rebuilt agent) share that compile: the key is the lowered program's
+  text, so that gin bindings read inside the module (a body's widths),
+  which its hash does not see, still give their own program. The
+  parameters are the same as op by op.
 
   Args:
-    init: a module-level function `(module, shape, dtype, key) -> params`.
+    init: a function `(module, shape, dtype, key) -> params`.
     module: the flax module.
     example_observation: one observation (no batch axis).
   """
   example = np.asarray(example_observation)
-  static = (init, module, example.shape, example.dtype)
-  try:
-    hash(static)
-  except TypeError:  # Unhashable module attributes (a list).
-    return jax.jit(functools.partial(init, *static[1:]))
-  return functools.partial(_shared_init, *static)
+  traced = jax.jit(
+    functools.partial(init, module, example.shape, example.dtype)
+  )
+
+  def run(key: types.PRNGKey) -> types.Params:
+    if isinstance(key, jax.core.Tracer):  # Inside a transformation.
+      return traced(key)
+    lowered = traced.lower(key)
+    text = lowered.as_text()
+    compiled = _COMPILED_INITS.pop(text, None) or lowered.compile()
+    _COMPILED_INITS[text] = compiled  # Most recently used last.
+    while len(_COMPILED_INITS) > _MAX_COMPILED_INITS:
+      del _COMPILED_INITS[next(iter(_COMPILED_INITS))]
+    return compiled(key)
+
+  return run
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _shared_init(init, module, shape, dtype, key) -> types.Params:
-  return init(module, shape, dtype, key)
+# Compiled inits by program text, least recently used first.
+_COMPILED_INITS: dict[str, Any] = {}
+_MAX_COMPILED_INITS = 16
 
 
 @dataclasses.dataclass(frozen=True)
