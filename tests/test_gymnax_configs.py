@@ -21,10 +21,11 @@ def _ids(paths):
   return [p.relative_to(ROOT / 'gin').as_posix() for p in paths]
 
 
-def test_there_are_cartpole_and_acrobot_configs():
+def test_every_loss_has_a_config_per_env():
   names = {p.stem for p in CONFIGS}
   for loss in LOSSES:
-    assert {f'{loss}_cartpole', f'{loss}_acrobot'} <= names
+    for env in ('cartpole', 'acrobot', 'breakout', 'asterix'):
+      assert f'{loss}_{env}' in names
 
 
 @pytest.mark.parametrize('config', CONFIGS, ids=_ids(CONFIGS))
