@@ -278,7 +278,8 @@ def categorical_mean(logits: jax.Array, atoms: jax.Array) -> jax.Array:
   The numerator and the normalizer come out of one matrix product with
   `[atoms, 1]`. XLA's CPU backend runs the softmax, multiply and sum form
   as small reductions over the atom axis, which made a C51 update on
-  CartPole about 1.5x slower (`benchmarks/q_losses.py`).
+  CartPole about 1.25x slower (181 against 143 us with 21 atoms,
+  `benchmarks/q_losses.py`).
   """
   shift = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
   weights = jnp.exp(logits - shift)
