@@ -17,6 +17,10 @@ machines are shared; absolute seconds move between runs):
              the env switched to gymnax (3 seeds vmapped).
   seeds      total env steps/s of 16 seeds in one program against 1 seed.
   breakout   gin/gymnax/ppo_breakout.gin, 3 seeds: returns and wall time.
+  split      where an epoch of gin/gymnax/ppo_cartpole_purejaxrl.gin goes:
+             the rollout alone, the training alone (on one fixed rollout)
+             and the whole epoch, each K epochs in one compiled scan, in ms
+             per epoch; the three alternate --repeats times.
 
   python benchmarks/device_ppo.py overhead solve --peer
 """
@@ -34,7 +38,8 @@ import jax
 import numpy as np
 
 from trax_rl import compile_cache, configurables
-from trax_rl.device import evaluate
+from trax_rl.device import epoch as device_epoch
+from trax_rl.device import evaluate, rollout
 
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')
@@ -99,6 +104,73 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
     'env_steps_per_s_after_first_call': steady and round(steady),
     'train_return_last100': records[-1]['episode_return_mean'],
     'greedy_eval_per_seed': evals,
+  }
+
+
+def split(config, repeats, k=50):
+  """ms per epoch of the rollout, the training and the whole epoch.
+
+  Each runs k epochs in one compiled `lax.scan` (no host loop, no records),
+  so the three are the compiled program's own costs. The training scan
+  trains k times on one fixed rollout. `runner` is the same k epochs as
+  training runs them: one `DeviceRunner.run_epochs` call, its loop and
+  per-epoch records included.
+  """
+  configurables.parse([config], [])
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  program, task = agent.device_program(), agent.task
+  env, learner = task.jax_env, agent.device_learner()
+  n_steps = -(-agent.n_interactions_per_epoch // task.n_envs)
+  collect = functools.partial(
+    rollout.rollout,
+    env,
+    program.policy,
+    n_steps=n_steps,
+    max_steps=task.max_steps,
+  )
+  carry = jax.jit(
+    functools.partial(rollout.init_carry, env, n_envs=task.n_envs)
+  )(jax.random.PRNGKey(0))
+  steps = jax.jit(collect)(learner, carry)[1]
+
+  def scanned(body):
+    return jax.jit(lambda x: jax.lax.scan(body, x, None, length=k))
+
+  def roll(c, _):
+    c, out = collect(learner, c)
+    return c, out.reward.sum()
+
+  def fit(state, _):
+    learner, key = state
+    key, train_key = jax.random.split(key)
+    return (program.train(learner, steps, train_key)[0], key), None
+
+  def whole(state, _):
+    return device_epoch.epoch_fn(env, program, n_steps, task.max_steps, state)
+
+  state = device_epoch.DeviceState(learner, carry, jax.random.PRNGKey(2))
+  runner = agent.device_runner()
+  runner.set_epochs_per_call(k)
+  parts = {
+    'rollout': (scanned(roll), carry),
+    'train': (scanned(fit), (learner, jax.random.PRNGKey(1))),
+    'epoch': (scanned(whole), state),
+    'runner': (runner.run_epochs, k),
+  }
+  times = {name: [] for name in parts}
+  for fn, arg in parts.values():
+    jax.block_until_ready(fn(arg))  # Compile and warm up.
+  for _ in range(repeats):
+    for name, (fn, arg) in parts.items():
+      start = time.perf_counter()
+      jax.block_until_ready(fn(arg))
+      times[name].append((time.perf_counter() - start) / k * 1e3)
+  return {
+    f'{name}_ms': {
+      'min': round(min(t), 3),
+      'median': round(float(np.median(t)), 3),
+    }
+    for name, t in times.items()
   }
 
 
@@ -227,6 +299,9 @@ def main():
         n_seeds=3,
       )
       emit(m, trax_rl=ours)
+    elif m == 'split':
+      config = 'gin/gymnax/ppo_cartpole_purejaxrl.gin'
+      emit(m, config=config, **split(config, max(args.repeats, 5)))
     else:
       raise SystemExit(f'unknown measure {m!r}')
 
