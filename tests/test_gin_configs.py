@@ -53,9 +53,11 @@ def test_atari_config(config):
 
 
 @pytest.mark.parametrize('config', GYMNAX, ids=_ids(GYMNAX))
-def test_gymnax_config_builds_and_checks(config):
+def test_gymnax_config_builds_on_the_device_path_and_checks(config):
   configurables.parse([str(config)])
   agent = configurables.train_rl(output_dir=None, build_only=True)
   assert agent.task.jax_env is not None
+  # Every shipped gymnax config trains in compiled epochs, not from the host.
+  assert agent.device_program() is not None
   assert checks.check(agent)['update'] == 'compiled'
   gin.clear_config()
