@@ -19,8 +19,9 @@ machines are shared; absolute seconds move between runs):
   breakout   gin/gymnax/ppo_breakout.gin, 3 seeds: returns and wall time.
   split      where an epoch of gin/gymnax/ppo_cartpole_purejaxrl.gin goes:
              the rollout alone, the training alone (on one fixed rollout)
-             and the whole epoch, each K epochs in one compiled scan, in ms
-             per epoch; the three alternate --repeats times.
+             and the whole epoch, each 50 epochs in one compiled scan, and
+             one DeviceRunner call of 50 epochs; ms per epoch, the four
+             alternating --repeats times (at least 5).
 
   python benchmarks/device_ppo.py overhead solve --peer
 """
@@ -208,7 +209,8 @@ def main():
     '--repeats',
     type=int,
     default=1,
-    help='overhead: alternate PureJaxRL and trax_rl this many times',
+    help='overhead: alternate PureJaxRL and trax_rl this many times; '
+    'split: time each part this many times',
   )
   p.add_argument(
     '--epochs_per_call',
