@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import jax_envs, policies, types
+from trax_rl.device import batched_loop, rollout
 from trax_rl.device import epoch as device_epoch
-from trax_rl.device import rollout
 from trax_rl.networks import base as networks
 from trax_rl.replay import adders, device_table
 from trax_rl.supervised import train_state as train_state_lib
@@ -144,26 +144,26 @@ class ValueEpoch:
 
     Through numpy, so it has no weak types and the epoch compiles once.
     """
-    obs = jnp.zeros(
+    obs = np.zeros(
       self.env.observation_space.shape, self.env.observation_space.dtype
     )
     tail_len = self.n_step - 1
-    zeros = lambda shape, dtype: jnp.zeros(
+    zeros = lambda shape, dtype: np.zeros(
       (tail_len, self.n_envs) + shape, dtype
     )
     tail = Steps(
       observation=zeros(obs.shape, obs.dtype),
-      action=zeros((), jnp.int32),
-      reward=zeros((), jnp.float32),
+      action=zeros((), np.int32),
+      reward=zeros((), np.float32),
       terminated=zeros((), bool),
       truncated=zeros((), bool),
       next_observation=zeros(obs.shape, obs.dtype),
     )
     example = types.Transition(
       observation=obs,
-      action=jnp.zeros((), jnp.int32),
-      reward=jnp.zeros((), jnp.float32),
-      discount=jnp.zeros((), jnp.float32),
+      action=np.zeros((), np.int32),
+      reward=np.zeros((), np.float32),
+      discount=np.zeros((), np.float32),
       next_observation=obs,
     )
     learner = ValueLearner(
@@ -171,7 +171,7 @@ class ValueEpoch:
       tail=tail,
       tail_valid=zeros((), bool),
       replay=self.table.init(example),
-      env_steps=jnp.zeros((), jnp.int32),
+      env_steps=np.zeros((), np.int32),
     )
     return jax.tree.map(np.asarray, learner)
 
@@ -238,7 +238,10 @@ class ValueEpoch:
     def cond(state):
       return self.table.can_sample(state[0].replay, per_call)
 
-    def body(state):
+    def body(state, active):
+      # Under a seed vmap, seeds that may not sample ride along (see
+      # `batched_loop`): their keys are -1, so no priority is written, and
+      # everything else they changed is put back.
       c, sums, calls = state
       replay, sample = self.table.sample(
         c.replay, jax.random.fold_in(key, calls), per_call
@@ -248,13 +251,23 @@ class ValueEpoch:
       )
       train, extra = update(c.train, batch)
       if self.prioritized:
+        keys = batched_loop.keep_where(
+          active, sample.keys, jnp.full_like(sample.keys, -1)
+        )
         priorities = extra.priorities.reshape(-1)
-        replay = self.table.mutate_priorities(replay, sample.keys, priorities)
-      sums = jax.tree.map(jnp.add, sums, extra.metrics)
-      c = c._replace(replay=replay, train=train)
-      return c, sums, calls + 1
+        replay = self.table.mutate_priorities(replay, keys, priorities)
+      num_samples = batched_loop.keep_where(
+        active, replay.num_samples, c.replay.num_samples
+      )
+      train, sums, calls = batched_loop.keep_where(
+        active,
+        (train, jax.tree.map(jnp.add, sums, extra.metrics), calls + 1),
+        (c.train, sums, calls),
+      )
+      replay = replay._replace(num_samples=num_samples)
+      return c._replace(replay=replay, train=train), sums, calls
 
-    learner, sums, calls = jax.lax.while_loop(
+    learner, sums, calls = batched_loop.while_any(
       cond, body, (learner, zeros, jnp.zeros((), jnp.int32))
     )
     means = jax.tree.map(lambda s: s / jnp.maximum(calls, 1), sums)
