@@ -233,8 +233,15 @@ def main() -> None:
     walls = []
     for seed in args.cleanrl_seeds or args.seeds:
       record = cleanrl(seed, args)
-      walls.append(record['result']['runs'][0]['process_wall_s'])
       print(json.dumps(record), flush=True)
+      peer = record['result']['runs'][0]
+      if peer['rc'] != 0:
+        # A peer that crashed has no wall time to compare against.
+        raise SystemExit(
+          f'CleanRL seed {seed} failed (rc {peer["rc"]}): '
+          f'{peer.get("stderr_tail", "").strip().splitlines()[-1:]}'
+        )
+      walls.append(peer['process_wall_s'])
     compare['cleanrl_mean_wall_s'] = round(float(np.mean(walls)), 2)
   for config in args.configs:
     runs_by_path = []

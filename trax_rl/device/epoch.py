@@ -23,6 +23,7 @@ The runner's `state_dict` holds the env state and keys as numpy, so a
 checkpoint resumes episodes in flight exactly.
 """
 
+import concurrent.futures
 import dataclasses
 import functools
 import time
@@ -35,6 +36,9 @@ import numpy as np
 
 from trax_rl import checkpoint, jax_envs, validation
 from trax_rl.device import rollout
+
+# Builds runners' first states off the main thread (`DeviceRunner`).
+_BACKGROUND = concurrent.futures.ThreadPoolExecutor(1, 'trax_rl_device')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,16 +115,53 @@ class DeviceRunner:
     split = jax.random.split
     if n_seeds > 1:  # One key per seed: [k, 2].
       epoch, init, split = jax.vmap(epoch), jax.vmap(init), jax.vmap(split)
-    keys = split(key)
-    env_key, train_key = keys[..., 0, :], keys[..., 1, :]
+
+    def first(key):
+      keys = split(key)
+      return init(keys[..., 0, :]), keys[..., 1, :]
+
     self._one_epoch = epoch
     self.compile_s = None  # Seconds the first compile took.
     self._use_epochs_per_call(1)
     self._sharding = seed_sharding(n_seeds)
-    # Jitted: one compile, not one eager compile per op of the env's reset.
-    carry = jax.jit(init)(env_key)
-    self._state = self._place(DeviceState(learner, carry, train_key))
+    # The epoch compiles against the first state's shapes, and the first
+    # state (one jitted reset, ~0.5 s of XLA compile cold) is built in the
+    # background meanwhile: XLA releases the GIL, so it overlaps the trace
+    # of the epoch program. `_state` waits for it.
+    carry, train_key = jax.eval_shape(first, key)
+    self._shapes = self._abstract(DeviceState(learner, carry, train_key))
+    self._state_job = _BACKGROUND.submit(
+      lambda: self._place(DeviceState(learner, *jax.jit(first)(key)))
+    )
     self.n_interactions = 0
+
+  @property
+  def _state(self) -> DeviceState:
+    if self._state_job is not None:
+      self._state_value = self._state_job.result()
+      self._state_job = None
+    return self._state_value
+
+  @_state.setter
+  def _state(self, state: DeviceState) -> None:
+    if self._state_job is not None:
+      self._state_job.result()  # Its errors are not lost.
+      self._state_job = None
+    self._state_value = state
+    self._shapes = self._abstract(state)
+
+  def _abstract(self, state: DeviceState) -> DeviceState:
+    """The state's shapes and dtypes, placed as `_place` places it."""
+
+    def spec(x):
+      return jax.ShapeDtypeStruct(
+        np.shape(x),
+        x.dtype,
+        sharding=self._sharding,
+        weak_type=getattr(x, 'weak_type', False),
+      )
+
+    return jax.tree.map(spec, state)
 
   def _place(self, state: DeviceState) -> DeviceState:
     if self._sharding is None:
@@ -153,7 +194,7 @@ class DeviceRunner:
   def compile(self) -> float:
     """Compiles the epoch without running it; returns the seconds taken."""
     start = time.perf_counter()
-    self._compiled = self._epochs.lower(self._state, 1).compile()
+    self._compiled = self._epochs.lower(self._shapes, 1).compile()
     self.compile_s = time.perf_counter() - start
     return self.compile_s
 

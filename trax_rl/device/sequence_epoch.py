@@ -185,23 +185,23 @@ class SequenceEpoch(value_epoch.ValueEpoch):
     """Empty ring and replay (through numpy: no weak types)."""
     obs = self.env.observation_space
     length, n = self.sequence_length, self.n_envs
-    core = self.network.initial_state(n)
+    core = jax.tree.map(np.asarray, self.network.initial_state(n))
     ring = types.Segment(
-      observation=jnp.zeros((length, n) + obs.shape, obs.dtype),
-      action=jnp.zeros((length, n), jnp.int32),
-      reward=jnp.zeros((length, n), jnp.float32),
-      discount=jnp.zeros((length, n), jnp.float32),
-      mask=jnp.zeros((length, n), jnp.float32),
-      core_state=jax.tree.map(lambda c: jnp.stack([c] * length), core),
+      observation=np.zeros((length, n) + obs.shape, obs.dtype),
+      action=np.zeros((length, n), np.int32),
+      reward=np.zeros((length, n), np.float32),
+      discount=np.zeros((length, n), np.float32),
+      mask=np.zeros((length, n), np.float32),
+      core_state=jax.tree.map(lambda c: np.stack([c] * length), core),
     )
     example = jax.tree.map(lambda x: x[:, 0], ring)._replace(
       core_state=jax.tree.map(lambda c: c[0], core)
     )
     learner = SequenceLearner(
       train=train,
-      history=History(ring, jnp.zeros(n, jnp.int32)),
+      history=History(ring, np.zeros(n, np.int32)),
       replay=self.table.init(example),
-      env_steps=jnp.zeros((), jnp.int32),
+      env_steps=np.zeros((), np.int32),
     )
     return jax.tree.map(np.asarray, learner)
 
