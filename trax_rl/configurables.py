@@ -210,7 +210,9 @@ def train_rl(
       without it such a resume is refused.
     n_seeds: train this many seeds (the agent's seed, seed + 1, ...) in one
       vmapped device program (`device.seeds`); needs a JAX env. It writes
-      one record per seed and epoch (field `seed`) and keeps no checkpoint.
+      one record per seed and epoch (field `seed`) and one checkpoint of
+      all seeds after every compiled call, so it resumes as a single run
+      does (with the same seed and n_seeds).
     epochs_per_call: on the device path, run up to this many epochs in one
       compiled call (fewer host round trips; `Agent.run` says what happens
       once per call instead of once per epoch). Needs a JAX env.
@@ -255,7 +257,14 @@ def train_rl(
     )
   if n_seeds > 1 and not build_only:
     return _train_seeds(
-      agent_class, output_dir, n_epochs, callbacks, n_seeds, epochs_per_call
+      agent_class,
+      output_dir,
+      n_epochs,
+      callbacks,
+      n_seeds,
+      epochs_per_call,
+      strict,
+      allow_config_change,
     )
   try:
     with restoring.restore_deferred():  # The config is compared first.
@@ -322,9 +331,24 @@ def _after_first_epoch(
 
 
 def _train_seeds(
-  agent_class, output_dir, n_epochs, callbacks, n_seeds, epochs_per_call
+  agent_class,
+  output_dir,
+  n_epochs,
+  callbacks,
+  n_seeds,
+  epochs_per_call,
+  strict,
+  allow_config_change,
 ):
-  """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once."""
+  """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once.
+
+  Resumes from output_dir's checkpoint as a single agent does (the config
+  compared first; n_epochs counts the epochs restored).
+  """
+  changed = config_checks.check_config_change(
+    epath.Path(output_dir) / CONFIG_FILE if output_dir else None,
+    allow_config_change,
+  )
   first = agent_class(task=gin_registry.RLTask(), output_dir=None)
   agents = [first] + [
     agent_class(
@@ -334,9 +358,12 @@ def _train_seeds(
   ]
   group = seeds.SeedBatch(agents, output_dir)
   try:
-    group.run(n_epochs, callbacks, epochs_per_call)
-    if output_dir is not None:
-      write_operative_config(output_dir)
+    group.run(
+      n_epochs,
+      [_after_first_epoch(output_dir, strict, changed), *callbacks],
+      epochs_per_call,
+      n_epochs_is_total_epochs=True,
+    )
   finally:
     group.close()
   return group

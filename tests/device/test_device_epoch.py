@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import trax_rl
-from trax_rl import cli, configurables, jax_envs
+from trax_rl import checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import expert_iteration, policy_agents
@@ -225,6 +225,58 @@ def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
     got = [r['avg_return'] for r in both if r['seed'] == seed]
     np.testing.assert_allclose(got, want, rtol=1e-5)
   assert [r['avg_return'] for r in both[:2]][0] != both[1]['avg_return']
+
+
+def _train_seeds(output_dir, n_epochs, n_seeds=2, *bindings):
+  configurables.parse(
+    bindings=[
+      PG_GIN,
+      f'train_rl.n_seeds = {n_seeds}',
+      f'train_rl.n_epochs = {n_epochs}',
+      *bindings,
+    ]
+  )
+  return configurables.train_rl(output_dir=str(output_dir))
+
+
+def test_seed_batch_killed_and_resumed_equals_uninterrupted(tmp_path):
+  full = _train_seeds(tmp_path / 'full', 4)
+  _train_seeds(tmp_path / 'cut', 2)
+  # Killed after the next call wrote its records, before its checkpoint.
+  with open(tmp_path / 'cut' / 'metrics.jsonl', 'a') as f:
+    f.write(json.dumps({'epoch': 3, 'seed': 0, 'avg_return': -1.0}) + '\n')
+    f.write('{"epoch": 3, "se')  # The line the kill cut.
+  resumed = _train_seeds(tmp_path / 'cut', 4)
+  assert resumed.current_epoch == 4
+  assert _records(tmp_path / 'cut') == _records(tmp_path / 'full')
+  for a, b in zip(full.agents, resumed.agents):
+    for x, y in zip(
+      jax.tree.leaves(a.device_learner()), jax.tree.leaves(b.device_learner())
+    ):
+      np.testing.assert_array_equal(x, y)
+  assert (tmp_path / 'cut' / 'config.gin').exists()
+  # Nothing left to run: the checkpoint's epoch already reaches n_epochs.
+  again = _train_seeds(tmp_path / 'cut', 4)
+  assert again.current_epoch == 4
+  assert _records(tmp_path / 'cut') == _records(tmp_path / 'full')
+
+
+def test_seed_batch_checkpoint_refuses_other_seeds_and_single_runs(tmp_path):
+  allow = 'train_rl.allow_config_change = True'
+  _train_seeds(tmp_path / 'run', 1)
+  with pytest.raises(ValueError, match='n_seeds: 2 -> 3'):
+    _train_seeds(tmp_path / 'run', 2, 3)
+  # With the change allowed, the checkpoint's seeds still have to match.
+  with pytest.raises(checkpoint.CheckpointError, match=r'seeds \[0, 1\]'):
+    _train_seeds(tmp_path / 'run', 2, 3, allow)
+  configurables.parse(bindings=[PG_GIN, allow])
+  with pytest.raises(checkpoint.CheckpointError, match='SeedBatch'):
+    configurables.train_rl(output_dir=str(tmp_path / 'run'))
+  single = tmp_path / 'single'
+  configurables.parse(bindings=[PG_GIN, 'train_rl.n_epochs = 1'])
+  configurables.train_rl(output_dir=str(single))
+  with pytest.raises(checkpoint.CheckpointError, match='not SeedBatch'):
+    _train_seeds(single, 2, 2, allow)
 
 
 def test_records_and_the_progress_bar_name_each_epoch_of_a_call(

@@ -7,8 +7,12 @@ axis. `metrics.jsonl` gets one record per seed and epoch, with an integer
 field `seed`. This needs the device path (a JAX env and an agent with a
 `DeviceProgram`).
 
-Not done yet: per-epoch greedy evaluation and checkpoints (a k-seed run
-restarts from scratch); single-seed runs have both.
+With an output_dir the batch checkpoints after every compiled call, as a
+single agent does: `checkpoint.pkl` holds the stacked learner states and
+the runner's state (envs in flight, keys), written atomically, so a run
+killed at any moment resumes exactly from its last call; records written
+after it are dropped on resume. Not done yet: per-epoch greedy evaluation
+(single-seed runs have it; `trax-rl eval` scores a run afterwards).
 """
 
 import time
@@ -17,9 +21,12 @@ from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 
-from trax_rl import metrics
+from trax_rl import checkpoint, metrics
 from trax_rl.device import epoch as device_epoch
+
+CHECKPOINT_FILE = 'checkpoint.pkl'  # The name a single agent's has.
 
 
 class SeedBatch:
@@ -61,9 +68,12 @@ class SeedBatch:
       first.n_interactions_per_epoch,
       self._seeds,
     )
-    self._writer = metrics.MetricsWriter(output_dir) if output_dir else None
+    self._agent_name = type(first).__name__
+    self._output_dir = output_dir
     self._epoch = 0
     self.avg_returns: list[float] = []
+    self._restore()
+    self._writer = metrics.MetricsWriter(output_dir) if output_dir else None
 
   @property
   def runner(self) -> device_epoch.DeviceRunner:
@@ -83,14 +93,22 @@ class SeedBatch:
     n_epochs: int,
     callbacks: Sequence[Callable[[Any, dict[str, Any]], Any]] = (),
     epochs_per_call: int = 1,
+    n_epochs_is_total_epochs: bool = False,
   ) -> None:
     """Runs n_epochs, up to epochs_per_call in one compiled call.
 
     Callbacks get the mean record over seeds of every epoch; one returning
-    True stops the run at the end of the call.
+    True stops the run at the end of the call. With an output_dir every
+    call ends with a checkpoint.
+
+    Args:
+      n_epochs: epochs to run.
+      callbacks: `callback(batch, mean_record) -> stop?` after every epoch.
+      epochs_per_call: epochs per compiled call.
+      n_epochs_is_total_epochs: count epochs restored from output_dir too.
     """
     self._runner.set_epochs_per_call(epochs_per_call)
-    n_left = n_epochs
+    n_left = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     while n_left > 0:
       stops = []
       start = time.perf_counter()
@@ -114,6 +132,8 @@ class SeedBatch:
         mean['epoch'] = self._epoch
         self.avg_returns.append(mean['avg_return'])
         stops += [callback(self, mean) for callback in callbacks]
+      if self._output_dir is not None:
+        self._save()
       if any(stops):
         break
     # Sliced on the host: one transfer and no compile (a jitted slice of
@@ -123,6 +143,66 @@ class SeedBatch:
       agent.set_device_learner(
         jax.device_put(jax.tree.map(lambda x, i=i: x[i], stacked))
       )
+
+  def _checkpoint_path(self) -> epath.Path:
+    return epath.Path(self._output_dir) / CHECKPOINT_FILE
+
+  def _save(self) -> None:
+    """Writes the batch's whole state; the file is the commit point."""
+    leaves = jax.tree.leaves(jax.device_get(self._runner.learner))
+    checkpoint.save(
+      self._checkpoint_path(),
+      {
+        'agent': f'SeedBatch[{self._agent_name}]',
+        'seeds': list(self._seeds),
+        'epoch': self._epoch,
+        'avg_returns': list(self.avg_returns),
+        'learner': [np.asarray(x) for x in leaves],
+        'device': self._runner.state_dict(),
+      },
+    )
+
+  def _restore(self) -> None:
+    """Loads output_dir's checkpoint, if any, into the runner.
+
+    Raises:
+      CheckpointError: it is unreadable, of another agent or of other seeds.
+    """
+    if self._output_dir is None:
+      return
+    out = epath.Path(self._output_dir)
+    for stale in out.glob('.*.tmp*'):  # Writes a crash cut short.
+      stale.unlink()
+    path = self._checkpoint_path()
+    if not path.exists():
+      return
+    ckpt = checkpoint.load(path)
+    ours = f'SeedBatch[{self._agent_name}]'
+    try:
+      if ckpt['agent'] != ours:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} was written by {ckpt["agent"]}, not {ours} '
+          f'(train_rl.n_seeds = {len(self._seeds)}); use another output_dir'
+        )
+      if list(ckpt['seeds']) != self._seeds:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} holds seeds {list(ckpt["seeds"])}, this run '
+          f'has {self._seeds}: resume with the same seed and n_seeds, or '
+          'use another output_dir'
+        )
+      learner = checkpoint.unflatten_like(
+        self._runner.learner, ckpt['learner'], 'seed batch learner'
+      )
+      self._runner.load_state_dict(ckpt['device'], learner)
+      self._epoch = int(ckpt['epoch'])
+      self.avg_returns = [float(r) for r in ckpt['avg_returns']]
+    except (KeyError, TypeError, IndexError) as e:
+      raise checkpoint.CheckpointError(
+        f'checkpoint {path} is incomplete ({e!r})'
+      ) from None
+    metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
+      'epoch', self._epoch
+    )
 
   def close(self) -> None:
     if self._writer is not None:
