@@ -23,7 +23,7 @@ from trax_rl import (
   trax_compat,
   validation,
 )
-from trax_rl.agents import base, checkpointing, restoring
+from trax_rl.agents import base, checkpointing, nonfinite, restoring
 from trax_rl.device import seeds
 from trax_rl.distributed import multihost as multihost_lib
 
@@ -265,6 +265,7 @@ def train_rl(
       epochs_per_call,
       strict,
       allow_config_change,
+      on_nonfinite,
     )
   try:
     with restoring.restore_deferred():  # The config is compared first.
@@ -339,6 +340,7 @@ def _train_seeds(
   epochs_per_call,
   strict,
   allow_config_change,
+  on_nonfinite,
 ):
   """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once.
 
@@ -356,6 +358,10 @@ def _train_seeds(
     )
     for i in range(1, n_seeds)
   ]
+  nonfinite.check_policy(on_nonfinite)
+  for agent in agents:  # Before stacking: 'off' drops the Health leaves.
+    for trainer in agent.trainers().values():
+      trainer.set_check_finite(on_nonfinite != 'off')
   group = seeds.SeedBatch(agents, output_dir)
   try:
     group.run(
@@ -363,6 +369,7 @@ def _train_seeds(
       [_after_first_epoch(output_dir, strict, changed), *callbacks],
       epochs_per_call,
       n_epochs_is_total_epochs=True,
+      on_nonfinite=on_nonfinite,
     )
   finally:
     group.close()

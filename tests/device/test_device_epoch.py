@@ -18,7 +18,7 @@ import trax_rl
 from trax_rl import checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import expert_iteration, policy_agents
+from trax_rl.agents import expert_iteration, nonfinite, policy_agents
 from trax_rl.device import batches, rollout
 from trax_rl.networks import models
 
@@ -277,6 +277,35 @@ def test_seed_batch_checkpoint_refuses_other_seeds_and_single_runs(tmp_path):
   configurables.train_rl(output_dir=str(single))
   with pytest.raises(checkpoint.CheckpointError, match='not SeedBatch'):
     _train_seeds(single, 2, 2, allow)
+
+
+def test_seed_batch_nonfinite_guard(tmp_path, caplog):
+  blow_up = [
+    'constant_lr.value = 1e30',
+    'PolicyGradient.lr_schedule = @constant_lr',
+  ]
+  stop = tmp_path / 'stop'
+  with pytest.raises(nonfinite.NonFiniteError) as error:
+    _train_seeds(stop, 3, 2, *blow_up)
+  # As a single agent's guard: the first bad epoch is neither recorded nor
+  # saved, and the message says what the output_dir keeps.
+  assert str(error.value).splitlines()[0] == (
+    'non-finite policy/loss of seed 0 at epoch 2, update step 2; '
+    "checkpoint.pkl keeps epoch 1 (on_nonfinite='warn' trains on anyway)"
+  )
+  assert checkpoint.load(stop / 'checkpoint.pkl')['epoch'] == 1
+  assert {r['epoch'] for r in _records(stop)} == {1}
+  warn = _train_seeds(
+    tmp_path / 'warn', 3, 2, *blow_up, "train_rl.on_nonfinite = 'warn'"
+  )
+  assert warn.current_epoch == 3
+  told = [r.message for r in caplog.records if 'non-finite' in r.message]
+  assert len(told) == 2 and 'at epoch 3' in told[1]  # Once per call.
+  off = _train_seeds(
+    tmp_path / 'off', 3, 2, *blow_up, "train_rl.on_nonfinite = 'off'"
+  )
+  assert off.current_epoch == 3
+  assert jax.tree.leaves(off.runner.learner.health) == []
 
 
 def test_records_and_the_progress_bar_name_each_epoch_of_a_call(

@@ -24,7 +24,10 @@ import numpy as np
 from etils import epath
 
 from trax_rl import checkpoint, metrics
+from trax_rl.agents import nonfinite
 from trax_rl.device import epoch as device_epoch
+from trax_rl.supervised import train_state as train_state_lib
+from trax_rl.supervised import update
 
 CHECKPOINT_FILE = 'checkpoint.pkl'  # The name a single agent's has.
 
@@ -69,6 +72,7 @@ class SeedBatch:
       self._seeds,
     )
     self._agent_name = type(first).__name__
+    self._trainer_names = list(first.trainers())
     self._output_dir = output_dir
     self._epoch = 0
     self.avg_returns: list[float] = []
@@ -94,28 +98,39 @@ class SeedBatch:
     callbacks: Sequence[Callable[[Any, dict[str, Any]], Any]] = (),
     epochs_per_call: int = 1,
     n_epochs_is_total_epochs: bool = False,
+    on_nonfinite: str = 'stop',
   ) -> None:
     """Runs n_epochs, up to epochs_per_call in one compiled call.
 
-    Callbacks get the mean record over seeds of every epoch; one returning
-    True stops the run at the end of the call. With an output_dir every
-    call ends with a checkpoint.
+    Each call's records are written, then (with an output_dir) the
+    checkpoint, then the callbacks see the mean record over seeds of each
+    of its epochs; one returning True stops the run after that call.
 
     Args:
       n_epochs: epochs to run.
       callbacks: `callback(batch, mean_record) -> stop?` after every epoch.
       epochs_per_call: epochs per compiled call.
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
+      on_nonfinite: as `Agent.run`'s, checked once per call for every seed
+        (the agents' guards must be on for 'stop' and 'warn'): 'stop'
+        raises before the call's records and checkpoint are written.
+
+    Raises:
+      nonfinite.NonFiniteError: a seed's loss or parameters turned
+        non-finite, with on_nonfinite='stop'.
     """
+    nonfinite.check_policy(on_nonfinite)
     self._runner.set_epochs_per_call(epochs_per_call)
     n_left = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     while n_left > 0:
-      stops = []
       start = time.perf_counter()
       calls = self._runner.run_epochs(min(epochs_per_call, n_left))
+      if on_nonfinite != 'off':
+        self._check_finite(on_nonfinite, self._epoch + 1)
       # As a single agent's records: the call's wall (its compile, the
       # first time, included) shared by its epochs.
       epoch_s = (time.perf_counter() - start) / len(calls)
+      means = []
       for records in calls:
         self._epoch += 1
         n_left -= 1
@@ -131,9 +146,10 @@ class SeedBatch:
         }
         mean['epoch'] = self._epoch
         self.avg_returns.append(mean['avg_return'])
-        stops += [callback(self, mean) for callback in callbacks]
+        means.append(mean)
       if self._output_dir is not None:
         self._save()
+      stops = [callback(self, mean) for mean in means for callback in callbacks]
       if any(stops):
         break
     # Sliced on the host: one transfer and no compile (a jitted slice of
@@ -143,6 +159,60 @@ class SeedBatch:
       agent.set_device_learner(
         jax.device_put(jax.tree.map(lambda x, i=i: x[i], stacked))
       )
+
+  def _check_finite(self, policy: str, epoch: int) -> None:
+    """Reports (policy 'stop': raises) the first non-finite seed, if any.
+
+    Reads every train state of the stacked learner on the host: its
+    Health (a non-finite loss, recorded in the update) and, where that is
+    clean, its parameters. With 'warn' the Health is cleared after the
+    report, so each problem is told once.
+    """
+    is_state = lambda x: isinstance(x, train_state_lib.TrainState)  # noqa: E731
+    learner = jax.device_get(self._runner.learner)
+    states = [
+      (path, state)
+      for path, state in jax.tree_util.tree_flatten_with_path(
+        learner, is_leaf=is_state
+      )[0]
+      if is_state(state) and isinstance(state.health, update.Health)
+    ]
+    found = []
+    for path, state in states:
+      # Named as a single agent's guard names it where that is unambiguous.
+      name = jax.tree_util.keystr(path).lstrip('.') or 'train state'
+      if len(states) == len(self._trainer_names) == 1:
+        name = self._trainer_names[0]
+      for i, seed in enumerate(self._seeds):
+        bad = update.describe(
+          update.Health(state.health.step[i], state.health.what[i])
+        )
+        params = [x[i] for x in jax.tree.leaves(state.params)]
+        if bad is None and not all(
+          np.isfinite(x).all()
+          for x in params
+          if np.issubdtype(x.dtype, np.inexact)
+        ):
+          bad = (int(state.step[i]), 'parameters')
+        if bad is not None:
+          found.append((seed, name, *bad))
+    if not found:
+      return
+    seed, name, step, what = found[0]
+    kept = (
+      f'{CHECKPOINT_FILE} keeps epoch {epoch - 1}'
+      if self._output_dir is not None and epoch > 1
+      else 'no epoch saved'
+    )
+    nonfinite.report(policy, f'{name}/{what} of seed {seed}', epoch, step, kept)
+    zero = np.zeros(len(self._seeds), np.int32)
+    is_health = lambda x: isinstance(x, update.Health)  # noqa: E731
+    clean = jax.tree.map(
+      lambda x: update.Health(zero, zero) if is_health(x) else x,
+      learner,
+      is_leaf=is_health,
+    )
+    self._runner.set_learner(clean)
 
   def _checkpoint_path(self) -> epath.Path:
     return epath.Path(self._output_dir) / CHECKPOINT_FILE
