@@ -169,14 +169,16 @@ class SeedBatch:
     report, so each problem is told once.
     """
     is_state = lambda x: isinstance(x, train_state_lib.TrainState)  # noqa: E731
-    learner = jax.device_get(self._runner.learner)
     states = [
       (path, state)
       for path, state in jax.tree_util.tree_flatten_with_path(
-        learner, is_leaf=is_state
+        self._runner.learner, is_leaf=is_state
       )[0]
       if is_state(state) and isinstance(state.health, update.Health)
     ]
+    # Only the train states come to the host, not the replay.
+    host = jax.device_get([state for _, state in states])
+    states = [(path, state) for (path, _), state in zip(states, host)]
     found = []
     for path, state in states:
       # Named as a single agent's guard names it where that is unambiguous.
@@ -209,7 +211,7 @@ class SeedBatch:
     is_health = lambda x: isinstance(x, update.Health)  # noqa: E731
     clean = jax.tree.map(
       lambda x: update.Health(zero, zero) if is_health(x) else x,
-      learner,
+      self._runner.learner,
       is_leaf=is_health,
     )
     self._runner.set_learner(clean)
