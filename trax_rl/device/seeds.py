@@ -24,12 +24,10 @@ import numpy as np
 from etils import epath
 
 from trax_rl import checkpoint, metrics
-from trax_rl.agents import nonfinite
+from trax_rl.agents import checkpointing, nonfinite
 from trax_rl.device import epoch as device_epoch
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update
-
-CHECKPOINT_FILE = 'checkpoint.pkl'  # The name a single agent's has.
 
 
 class SeedBatch:
@@ -202,7 +200,7 @@ class SeedBatch:
       return
     seed, name, step, what = found[0]
     kept = (
-      f'{CHECKPOINT_FILE} keeps epoch {epoch - 1}'
+      f'{checkpointing.CHECKPOINT_FILE} keeps epoch {epoch - 1}'
       if self._output_dir is not None and epoch > 1
       else 'no epoch saved'
     )
@@ -217,7 +215,7 @@ class SeedBatch:
     self._runner.set_learner(clean)
 
   def _checkpoint_path(self) -> epath.Path:
-    return epath.Path(self._output_dir) / CHECKPOINT_FILE
+    return epath.Path(self._output_dir) / checkpointing.CHECKPOINT_FILE
 
   def _save(self) -> None:
     """Writes the batch's whole state; the file is the commit point."""
