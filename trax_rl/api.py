@@ -14,6 +14,7 @@ from etils import epath
 
 from trax_rl import configurables, evaluation, metrics, shipped_configs
 from trax_rl.agents import base
+from trax_rl.device import seeds
 
 # callback(agent, record) -> True to stop after this epoch.
 Callback = Callable[[base.Agent, dict[str, Any]], bool | None]
@@ -83,12 +84,22 @@ def train(
   return Run(agent, records)
 
 
-def load(output_dir: str) -> base.Agent:
+def load(output_dir: str, seed: int | None = None) -> base.Agent:
   """Builds the agent of a trained run from its config.gin and checkpoint.
 
+  Args:
+    output_dir: the run's output_dir.
+    seed: for a seed batch (`train_rl.n_seeds`), which of its seeds.
+
   Raises:
-    ValueError: output_dir holds no config.gin or no checkpoint.
+    ValueError: output_dir holds no config.gin or no checkpoint, or a seed
+      batch and no (or another) seed.
   """
+  return _load(output_dir, seed)[0]
+
+
+def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
+  """(agent, the epoch its checkpoint holds); see `load`."""
   config = epath.Path(output_dir) / configurables.CONFIG_FILE
   if not config.exists():
     raise ValueError(
@@ -96,10 +107,25 @@ def load(output_dir: str) -> base.Agent:
       'is it the output_dir of a trained run?'
     )
   configurables.parse([os.fspath(config)])
+  batch = seeds.checkpoint_seeds(output_dir)
+  if batch is not None:
+    if seed is None:
+      raise ValueError(
+        f'{output_dir} holds a seed batch (seeds {batch}): name the seed '
+        'to evaluate (trax-rl eval --seed S)'
+      )
+    name = configurables.query('train_rl.agent_class').selector
+    configurables.parse([os.fspath(config)], [f'{name}.seed = {seed}'])
+    agent = configurables.train_rl(output_dir=None, build_only=True)
+    return agent, seeds.load_seed(agent, output_dir, seed)
   agent = configurables.train_rl(output_dir=output_dir, build_only=True)
   if not agent.restore():
     raise ValueError(f'{output_dir} has no checkpoint to evaluate')
-  return agent
+  if seed is not None and seed != agent.seed:
+    raise ValueError(
+      f'{output_dir} is a run of seed {agent.seed}, not of seed {seed}'
+    )
+  return agent, agent.current_epoch
 
 
 def evaluate(
@@ -107,14 +133,21 @@ def evaluate(
   episodes: int = 10,
   temperature: float = 0.0,
   video: str | None = None,
+  seed: int | None = None,
 ) -> dict[str, Any]:
-  """Evaluation statistics of `agent` (or of the run in that output_dir)."""
+  """Evaluation statistics of `agent` (or of the run in that output_dir).
+
+  `seed` picks one seed of a seed batch's output_dir (see `load`).
+  """
   if isinstance(agent, str):
-    agent = load(agent)
+    agent, epoch = _load(agent, seed)
+  else:
+    epoch = agent.current_epoch
   if video is not None:  # Before the episodes: a bad path fails fast.
     evaluation.check_video_path(video)
   report = evaluation.evaluate(agent, episodes, temperature)
-  report['epoch'] = agent.current_epoch
+  report['epoch'] = epoch
+  report['seed'] = agent.seed
   if video is not None:
     report['video'] = evaluation.record_video(agent, video, temperature)
   return report

@@ -118,6 +118,12 @@ def _parser() -> argparse.ArgumentParser:
     '--temperature', type=float, default=0.0, help='0 is greedy, >= 0'
   )
   ev.add_argument('--video', help='write one episode to this .mp4 or .gif')
+  ev.add_argument(
+    '--seed',
+    type=int,
+    default=None,
+    help='which seed of a seed batch (train_rl.n_seeds) to evaluate',
+  )
   plotting.add_parser(sub)
   check = sub.add_parser('check', help='validate a config without training')
   _add_config_args(check)
@@ -260,7 +266,7 @@ def _eval(args) -> None:
   if args.video is not None:
     evaluation.check_video_path(args.video)
   report = api.evaluate(
-    args.output_dir, args.episodes, args.temperature, args.video
+    args.output_dir, args.episodes, args.temperature, args.video, args.seed
   )
   report['output_dir'] = args.output_dir
   report['mean_return'] = report['return']['mean']

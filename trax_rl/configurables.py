@@ -282,10 +282,7 @@ def train_rl(
     )
     agent.set_collector(agent_collector)
   try:
-    changed = config_checks.check_config_change(
-      epath.Path(output_dir) / CONFIG_FILE if output_dir else None,
-      allow_config_change,
-    )
+    changed = _config_changes(output_dir, allow_config_change)
     agent.restore()
     if multihost:
       multihost_lib.join_agent(agent)
@@ -331,6 +328,13 @@ def _after_first_epoch(
   return callback
 
 
+def _config_changes(output_dir: str | None, allow: bool) -> list[str]:
+  """The bindings changed since output_dir's config.gin (see config_checks)."""
+  return config_checks.check_config_change(
+    epath.Path(output_dir) / CONFIG_FILE if output_dir else None, allow
+  )
+
+
 def _train_seeds(
   agent_class,
   output_dir,
@@ -347,17 +351,17 @@ def _train_seeds(
   Resumes from output_dir's checkpoint as a single agent does (the config
   compared first; n_epochs counts the epochs restored).
   """
-  changed = config_checks.check_config_change(
-    epath.Path(output_dir) / CONFIG_FILE if output_dir else None,
-    allow_config_change,
-  )
-  first = agent_class(task=gin_registry.RLTask(), output_dir=None)
-  agents = [first] + [
-    agent_class(
-      task=gin_registry.RLTask(), output_dir=None, seed=first.seed + i
-    )
-    for i in range(1, n_seeds)
-  ]
+  changed = _config_changes(output_dir, allow_config_change)
+  try:
+    first = agent_class(task=gin_registry.RLTask(), output_dir=None)
+    agents = [first] + [
+      agent_class(
+        task=gin_registry.RLTask(), output_dir=None, seed=first.seed + i
+      )
+      for i in range(1, n_seeds)
+    ]
+  except TypeError as e:
+    raise config_checks.binding_error(e) from None
   nonfinite.check_policy(on_nonfinite)
   for agent in agents:  # Before stacking: 'off' drops the Health leaves.
     for trainer in agent.trainers().values():

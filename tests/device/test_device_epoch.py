@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import trax_rl
-from trax_rl import checkpoint, cli, configurables, jax_envs
+from trax_rl import api, checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import expert_iteration, nonfinite, policy_agents
@@ -277,6 +277,28 @@ def test_seed_batch_checkpoint_refuses_other_seeds_and_single_runs(tmp_path):
   configurables.train_rl(output_dir=str(single))
   with pytest.raises(checkpoint.CheckpointError, match='not SeedBatch'):
     _train_seeds(single, 2, 2, allow)
+
+
+def test_one_seed_of_a_seed_batch_is_evaluated_from_its_output_dir(
+  tmp_path, capsys
+):
+  run = tmp_path / 'run'
+  group = _train_seeds(run, 2)
+  with pytest.raises(ValueError, match=r'seed batch \(seeds \[0, 1\]\)'):
+    api.evaluate(str(run), episodes=2)
+  with pytest.raises(ValueError, match='not seed 7'):
+    api.evaluate(str(run), episodes=2, seed=7)
+  report = api.evaluate(str(run), episodes=3, seed=1)
+  assert (report['epoch'], report['seed']) == (2, 1)
+  # The same parameters as the trained agent of seed 1 holds.
+  for a, b in zip(
+    jax.tree.leaves(api.load(str(run), seed=1).device_learner().params),
+    jax.tree.leaves(group.agents[1].device_learner().params),
+  ):
+    np.testing.assert_array_equal(a, b)
+  assert cli.main(['eval', '--output_dir', str(run), '--seed', '0']) == 0
+  line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+  assert (line['seed'], line['epoch']) == (0, 2)
 
 
 def test_seed_batch_nonfinite_guard(tmp_path, caplog):

@@ -278,3 +278,57 @@ class SeedBatch:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+def checkpoint_seeds(output_dir: str) -> list[int] | None:
+  """The seeds of output_dir's seed-batch checkpoint; None if it has none.
+
+  Raises:
+    CheckpointError: the checkpoint is unreadable.
+  """
+  path = epath.Path(output_dir) / checkpointing.CHECKPOINT_FILE
+  if not path.exists():
+    return None
+  ckpt = checkpoint.load(path)
+  if not str(ckpt.get('agent', '')).startswith('SeedBatch['):
+    return None
+  return [int(s) for s in ckpt['seeds']]
+
+
+def load_seed(agent: Any, output_dir: str, seed: int) -> int:
+  """Puts one seed of output_dir's seed-batch checkpoint into `agent`.
+
+  Args:
+    agent: a fresh agent of the batch's config (best built with `seed`,
+      so that its evaluation draws that seed's keys).
+    output_dir: the seed batch's output_dir.
+    seed: one of the batch's seeds.
+
+  Returns:
+    The epoch the checkpoint holds.
+
+  Raises:
+    CheckpointError: no seed-batch checkpoint of this agent's class.
+    ValueError: `seed` is not one of the batch's seeds.
+  """
+  path = epath.Path(output_dir) / checkpointing.CHECKPOINT_FILE
+  ckpt = checkpoint.load(path)
+  ours = f'SeedBatch[{type(agent).__name__}]'
+  if ckpt.get('agent') != ours:
+    raise checkpoint.CheckpointError(
+      f'checkpoint {path} was written by {ckpt.get("agent")}, not {ours}'
+    )
+  seeds = [int(s) for s in ckpt['seeds']]
+  if seed not in seeds:
+    raise ValueError(f'{output_dir} holds seeds {seeds}, not seed {seed}')
+  row = seeds.index(seed)
+  leaves = [np.asarray(x)[row] for x in ckpt['learner']]
+  if len(leaves) != len(jax.tree.leaves(agent.device_learner())):
+    # Trained with on_nonfinite='off': a learner without Health leaves.
+    for trainer in agent.trainers().values():
+      trainer.set_check_finite(False)
+  learner = checkpoint.unflatten_like(
+    agent.device_learner(), leaves, 'seed batch learner'
+  )
+  agent.set_device_learner(jax.device_put(learner))
+  return int(ckpt['epoch'])
