@@ -45,6 +45,7 @@ def evaluate(
   episodes: int = 10,
   temperature: float = 0.0,
   video: str | None = None,
+  seed: int | None = None,
 ) -> dict[str, Any]:
   """Plays whole episodes with a trained agent; stores nothing.
 
@@ -53,31 +54,37 @@ def evaluate(
     episodes: number of episodes, >= 1.
     temperature: 0.0 is greedy, 1.0 the training behaviour.
     video: optional .mp4 or .gif path for a video of one more episode.
+    seed: with the output_dir of a seed batch (`train_rl.n_seeds`), the
+      seed to play.
 
   Returns:
     `returns` and `lengths` per episode, their statistics under `return`
-    and `length` (mean, std, min, max), `epoch`, and `video` if asked for.
+    and `length` (mean, std, min, max), `epoch`, `seed`, and `video` if
+    asked for.
 
   Raises:
-    ValueError: bad arguments, or an env that cannot render for the video.
+    ValueError: bad arguments, an env that cannot render for the video,
+      or a seed batch without (or with another) seed.
   """
   from trax_rl import api
 
-  return api.evaluate(agent, episodes, temperature, video)
+  return api.evaluate(agent, episodes, temperature, video, seed)
 
 
-def load(output_dir: str) -> Any:
+def load(output_dir: str, seed: int | None = None) -> Any:
   """The agent of a trained run, restored from its output_dir.
 
   Args:
     output_dir: a run's output directory (with config.gin and a checkpoint).
+    seed: for a seed batch (`train_rl.n_seeds`), which of its seeds.
 
   Returns:
     The agent, at the run's last completed epoch.
 
   Raises:
-    ValueError: output_dir holds no run.
+    ValueError: output_dir holds no run, or a seed batch without (or with
+      another) seed.
   """
   from trax_rl import api
 
-  return api.load(output_dir)
+  return api.load(output_dir, seed)
