@@ -107,17 +107,19 @@ def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
       'is it the output_dir of a trained run?'
     )
   configurables.parse([os.fspath(config)])
-  batch = seeds.checkpoint_seeds(output_dir)
-  if batch is not None:
-    if seed is None:
+  if configurables.query('train_rl.n_seeds', 1) > 1:  # A seed batch.
+    ckpt = seeds.read_checkpoint(output_dir)
+    batch = [int(s) for s in ckpt['seeds']]
+    if seed not in batch:
+      which = '' if seed is None else f', not seed {seed}'
       raise ValueError(
-        f'{output_dir} holds a seed batch (seeds {batch}): name the seed '
-        'to evaluate (trax-rl eval --seed S)'
+        f'{output_dir} holds a seed batch (seeds {batch}){which}: name the '
+        'seed to evaluate (trax-rl eval --seed S)'
       )
     name = configurables.query('train_rl.agent_class').selector
     configurables.parse([os.fspath(config)], [f'{name}.seed = {seed}'])
     agent = configurables.train_rl(output_dir=None, build_only=True)
-    return agent, seeds.load_seed(agent, output_dir, seed)
+    return agent, seeds.load_seed(agent, ckpt, seed)
   agent = configurables.train_rl(output_dir=output_dir, build_only=True)
   if not agent.restore():
     raise ValueError(f'{output_dir} has no checkpoint to evaluate')

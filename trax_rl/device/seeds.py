@@ -280,47 +280,49 @@ class SeedBatch:
       self._writer = None
 
 
-def checkpoint_seeds(output_dir: str) -> list[int] | None:
-  """The seeds of output_dir's seed-batch checkpoint; None if it has none.
+def read_checkpoint(output_dir: str) -> dict[str, Any]:
+  """output_dir's seed-batch checkpoint, read once for `load_seed`.
 
   Raises:
-    CheckpointError: the checkpoint is unreadable.
+    ValueError: output_dir has no checkpoint.
+    CheckpointError: it is unreadable or not a seed batch's.
   """
   path = epath.Path(output_dir) / checkpointing.CHECKPOINT_FILE
   if not path.exists():
-    return None
+    raise ValueError(f'{output_dir} has no checkpoint to evaluate')
   ckpt = checkpoint.load(path)
   if not str(ckpt.get('agent', '')).startswith('SeedBatch['):
-    return None
-  return [int(s) for s in ckpt['seeds']]
+    raise checkpoint.CheckpointError(
+      f'checkpoint {path} was written by {ckpt.get("agent")}, not by a '
+      'seed batch'
+    )
+  return ckpt
 
 
-def load_seed(agent: Any, output_dir: str, seed: int) -> int:
-  """Puts one seed of output_dir's seed-batch checkpoint into `agent`.
+def load_seed(agent: Any, ckpt: dict[str, Any], seed: int) -> int:
+  """Puts one seed of a seed-batch checkpoint into `agent`.
 
   Args:
     agent: a fresh agent of the batch's config (best built with `seed`,
       so that its evaluation draws that seed's keys).
-    output_dir: the seed batch's output_dir.
-    seed: one of the batch's seeds.
+    ckpt: the batch's checkpoint (`read_checkpoint`).
+    seed: one of the batch's seeds (`ckpt['seeds']`).
 
   Returns:
     The epoch the checkpoint holds.
 
   Raises:
-    CheckpointError: no seed-batch checkpoint of this agent's class.
+    CheckpointError: the checkpoint is of another agent class.
     ValueError: `seed` is not one of the batch's seeds.
   """
-  path = epath.Path(output_dir) / checkpointing.CHECKPOINT_FILE
-  ckpt = checkpoint.load(path)
   ours = f'SeedBatch[{type(agent).__name__}]'
-  if ckpt.get('agent') != ours:
+  if ckpt['agent'] != ours:
     raise checkpoint.CheckpointError(
-      f'checkpoint {path} was written by {ckpt.get("agent")}, not {ours}'
+      f'checkpoint was written by {ckpt["agent"]}, not {ours}'
     )
   seeds = [int(s) for s in ckpt['seeds']]
   if seed not in seeds:
-    raise ValueError(f'{output_dir} holds seeds {seeds}, not seed {seed}')
+    raise ValueError(f'the batch holds seeds {seeds}, not seed {seed}')
   row = seeds.index(seed)
   leaves = [np.asarray(x)[row] for x in ckpt['learner']]
   if len(leaves) != len(jax.tree.leaves(agent.device_learner())):
