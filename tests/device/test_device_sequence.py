@@ -102,25 +102,29 @@ def test_segments_equal_the_host_adders(burn_in, trace, period):
   epochs = [(0, 9), (9, 17), (17, 24)]  # Episodes run across epochs.
   expected = _host_segments(steps, epochs, adder)
   length = burn_in + trace + 1
+  size = sequence_epoch.ring_length(length, max(hi - lo for lo, hi in epochs))
   ring = types.Segment(
-    observation=jnp.zeros((length, n_envs, 1)),
-    action=jnp.zeros((length, n_envs), jnp.int32),
-    reward=jnp.zeros((length, n_envs)),
-    discount=jnp.zeros((length, n_envs)),
-    mask=jnp.zeros((length, n_envs)),
-    core_state={'core_h': jnp.zeros((length, n_envs, 2))},
+    observation=jnp.zeros((size, n_envs, 1)),
+    action=jnp.zeros((size, n_envs), jnp.int32),
+    reward=jnp.zeros((size, n_envs)),
+    discount=jnp.zeros((size, n_envs)),
+    mask=jnp.zeros((size, n_envs)),
+    core_state={'core_h': jnp.zeros((size, n_envs, 2))},
   )
-  history = sequence_epoch.History(ring, jnp.zeros(n_envs, jnp.int32))
-  cut = jax.jit(sequence_epoch.cut_segments, static_argnums=(3, 4))
+  zeros = jnp.zeros(n_envs, jnp.int32)
+  history = sequence_epoch.History(ring, zeros, zeros)
+  cut = jax.jit(sequence_epoch.cut_segments, static_argnums=(3, 4, 5))
+  read = jax.jit(sequence_epoch.read_segments, static_argnums=(3, 4))
   got = []
   for lo, hi in epochs:
     part = jax.tree.map(lambda x, lo=lo, hi=hi: x[lo:hi], steps)
     core = {'core_h': part.agent_info['core_h']}
-    history, segments, ok = cut(history, part, core, period, GAMMA)
-    ok = np.asarray(ok)
+    history, cuts = cut(history, part, core, length, period, GAMMA)
+    rows = np.flatnonzero(np.asarray(cuts.valid))
+    segments = read(history.ring, cuts, jnp.asarray(rows), n_envs, length)
     got += [
       jax.tree.map(lambda x, j=j: np.asarray(x)[j], segments)
-      for j in np.flatnonzero(ok)
+      for j in range(len(rows))
     ]
   assert len(expected) > 5
   assert _canonical(got) == _canonical(expected)
