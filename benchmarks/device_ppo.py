@@ -15,7 +15,11 @@ machines are shared; absolute seconds move between runs):
   gymnasium  gin/ppo_cartpole.gin at 100k steps, 3 seeds: the gymnasium
              path (seeds one after another) against the same file with
              the env switched to gymnax (3 seeds vmapped).
-  seeds      total env steps/s of 16 seeds in one program against 1 seed.
+  seeds      total env steps/s of 16 seeds in one program against 1 seed,
+             after the first call (2 calls of 61 epochs), for
+             gin/gymnax/ppo_cartpole.gin and for PureJaxRL's
+             hyperparameters; with --peer also PureJaxRL's own
+             `vmap(make_train)` over 1 and 16 keys at the same steps.
   breakout   gin/gymnax/ppo_breakout.gin, 3 seeds: returns and wall time.
   split      where an epoch of gin/gymnax/ppo_cartpole_purejaxrl.gin goes:
              the rollout alone, the training alone (on one fixed rollout)
@@ -195,6 +199,74 @@ def peer(timesteps=5e5):
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# PureJaxRL's train function vmapped over seeds, run in the peer's venv on
+# the ppo.py that its runner (PEER_SCRIPT) prepared under $PEERS; argv:
+# that folder and the config as JSON. Prints the env steps/s of 1 and 16.
+_PEER_SEEDS = """
+import json, sys, time
+import jax
+sys.path.insert(0, sys.argv[1])
+import ppo
+
+config = json.loads(sys.argv[2])
+rates = {}
+for n in (1, 16):
+  train = jax.jit(jax.vmap(ppo.make_train(config)))
+  keys = jax.random.split(jax.random.PRNGKey(0), n)
+  jax.block_until_ready(train(keys))
+  best = float('inf')
+  for _ in range(3):
+    start = time.perf_counter()
+    jax.block_until_ready(train(keys))
+    best = min(best, time.perf_counter() - start)
+  rates[n] = round(n * config['TOTAL_TIMESTEPS'] / best)
+print(json.dumps({'sps_1_seed': rates[1], 'sps_16_seeds': rates[16],
+                  'ratio': round(rates[16] / rates[1], 2)}))
+"""
+
+
+def peer_seeds(epochs):
+  """PureJaxRL's 16 seeds against 1 (its hyperparameters, `epochs` updates)."""
+  if not os.path.exists('/work/peers/purejaxrl/ppo.py'):
+    peer(timesteps=512)  # Its runner prepares ppo.py there.
+  config = {
+    'LR': 2.5e-4,
+    'NUM_ENVS': 4,
+    'NUM_STEPS': 128,
+    'TOTAL_TIMESTEPS': epochs * 512,
+    'UPDATE_EPOCHS': 4,
+    'NUM_MINIBATCHES': 4,
+    'GAMMA': 0.99,
+    'GAE_LAMBDA': 0.95,
+    'CLIP_EPS': 0.2,
+    'ENT_COEF': 0.01,
+    'VF_COEF': 0.5,
+    'MAX_GRAD_NORM': 0.5,
+    'ACTIVATION': 'tanh',
+    'ENV_NAME': 'CartPole-v1',
+    'ANNEAL_LR': True,
+    'DEBUG': False,
+  }
+  env = dict(os.environ)
+  env.pop('PYTHONPATH', None)
+  out = subprocess.run(
+    [
+      PEER_PYTHON,
+      '-c',
+      _PEER_SEEDS,
+      '/work/peers/purejaxrl',
+      json.dumps(config),
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=1200,
+  )
+  if out.returncode:
+    return {'error': out.stderr[-500:]}
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def emit(name, **fields):
   print(json.dumps({'bench': 'device_ppo', 'measure': name, **fields}))
   sys.stdout.flush()
@@ -284,15 +356,28 @@ def main():
         wall_ratio=round(ours['wall_s_incl_build_compile'] / sum(host), 3),
       )
     elif m == 'seeds':
-      fewer = ['train_rl.n_epochs=60']
-      one = train_('gin/gymnax/ppo_cartpole.gin', fewer, 1, eval_episodes=1)
-      many = train_('gin/gymnax/ppo_cartpole.gin', fewer, 16, eval_episodes=1)
-      emit(
-        m,
-        one_seed_sps=one['env_steps_per_s'],
-        sixteen_seeds_sps=many['env_steps_per_s'],
-        ratio=round(many['env_steps_per_s'] / one['env_steps_per_s'], 2),
-      )
+      # Two calls of 61 epochs: the rate after the first call is the
+      # steady one (a single call's rate is mostly its start-up for 1 seed).
+      epochs = 122
+      fields = {}
+      for config in (
+        'gin/gymnax/ppo_cartpole.gin',
+        'gin/gymnax/ppo_cartpole_purejaxrl.gin',
+      ):
+        rates = [
+          train(config, [f'train_rl.n_epochs={epochs}'], n, 1, per_call=61)[
+            'env_steps_per_s_after_first_call'
+          ]
+          for n in (1, 16)
+        ]
+        fields[config] = {
+          'sps_1_seed': rates[0],
+          'sps_16_seeds': rates[1],
+          'ratio': round(rates[1] / rates[0], 2),
+        }
+      if args.peer:
+        fields['purejaxrl_vmap_make_train'] = peer_seeds(epochs)
+      emit(m, **fields)
     elif m == 'breakout':
       epochs = args.breakout_steps // (64 * 128)
       ours = train_(
