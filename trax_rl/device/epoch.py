@@ -166,12 +166,16 @@ class DeviceRunner:
     return jax.tree.map(spec, state)
 
   def _place(self, state: DeviceState) -> DeviceState:
-    if self._sharding is None:
-      return jax.device_put(state)
-    return jax.device_put(state, self._sharding)
+    """The state on the runner's devices, in buffers only the runner holds.
+
+    Each call donates its state (`_use_epochs_per_call`), so a buffer
+    shared with the caller (an agent's learner) would be deleted under it.
+    """
+    return jax.device_put(state, self._sharding, may_alias=False)
 
   @property
   def learner(self) -> Any:
+    """The learner state after the last call; the next call donates it."""
     return self._state.learner
 
   @property
@@ -190,7 +194,9 @@ class DeviceRunner:
 
   def _use_epochs_per_call(self, k: int) -> None:
     self.epochs_per_call = k
-    self._epochs = jax.jit(_looped(self._one_epoch, k))
+    # The state is donated: a call updates the replay and train states in
+    # place instead of copying them first (and holding both in memory).
+    self._epochs = jax.jit(_looped(self._one_epoch, k), donate_argnums=0)
     self._compiled = None
 
   def compile(self) -> float:
