@@ -179,8 +179,8 @@ def split(config, repeats, k=50):
   }
 
 
-def peer(timesteps=5e5):
-  """PureJaxRL's runner (outside the project) in its own venv."""
+def _run_peer(*args):
+  """Runs the peer's Python (its own venv) on args; its last JSON line."""
   env = dict(
     os.environ,
     PUREJAXRL_GIT_DIR='/work/.mirror/luchris429+purejaxrl/repo',
@@ -188,15 +188,16 @@ def peer(timesteps=5e5):
   )
   env.pop('PYTHONPATH', None)
   out = subprocess.run(
-    [PEER_PYTHON, PEER_SCRIPT, '--timesteps', str(timesteps)],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=1200,
+    [PEER_PYTHON, *args], env=env, capture_output=True, text=True, timeout=1200
   )
   if out.returncode:
     return {'error': out.stderr[-500:]}
   return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def peer(timesteps=5e5):
+  """PureJaxRL's runner (outside the project) in its own venv."""
+  return _run_peer(PEER_SCRIPT, '--timesteps', str(timesteps))
 
 
 # PureJaxRL's train function vmapped over seeds, run in the peer's venv on
@@ -247,24 +248,9 @@ def peer_seeds(epochs):
     'ANNEAL_LR': True,
     'DEBUG': False,
   }
-  env = dict(os.environ)
-  env.pop('PYTHONPATH', None)
-  out = subprocess.run(
-    [
-      PEER_PYTHON,
-      '-c',
-      _PEER_SEEDS,
-      '/work/peers/purejaxrl',
-      json.dumps(config),
-    ],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=1200,
+  return _run_peer(
+    '-c', _PEER_SEEDS, '/work/peers/purejaxrl', json.dumps(config)
   )
-  if out.returncode:
-    return {'error': out.stderr[-500:]}
-  return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def emit(name, **fields):
