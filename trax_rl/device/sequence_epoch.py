@@ -258,9 +258,10 @@ class SequenceEpoch(value_epoch.ValueEpoch):
     """Cuts the epoch's segments and inserts the valid ones, in order.
 
     The valid rows are read and inserted `chunk` at a time, in a loop of
-    as many chunks as there are segments: reading and inserting every row
-    (1536 in R2D2's CartPole config for about 50 segments) cost as much
-    as the rollout, and five times that with 3 seeds vmapped.
+    as many chunks as there are segments. Reading and inserting every row
+    (1536 in R2D2's CartPole config, for about 50 segments) cost about as
+    much as the rollout for one seed, and about twice the rollout with 3
+    seeds vmapped.
     """
     history, cuts = cut_segments(
       learner.history,
