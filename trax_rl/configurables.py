@@ -8,7 +8,7 @@ import functools
 import inspect
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gin
@@ -17,6 +17,7 @@ from etils import epath
 from trax_rl import (
   checkpoint,
   compile_cache,
+  compile_options,
   config_checks,
   gin_registry,
   shipped_configs,
@@ -184,6 +185,7 @@ def train_rl(
   num_processes: int | None = None,
   process_id: int | None = None,
   compilation_cache: str | None = compile_cache.DEFAULT,
+  compiler_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> base.Agent | seeds.SeedBatch:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -234,6 +236,10 @@ def train_rl(
       a rerun of this config loads its compiled programs instead of
       compiling them (`trax_rl.compile_cache`); 'default':
       $TRAX_RL_COMPILATION_CACHE or ~/.cache/trax_rl/xla; None: no cache.
+    compiler_options: XLA options for every program the run compiles, per
+      platform (`trax_rl.compile_options`), e.g.
+      `{'cpu': {'xla_backend_optimization_level': 1}}`: a third less
+      compile on CPU, for short runs; None: XLA's defaults.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -251,51 +257,52 @@ def train_rl(
   validation.check_count('n_seeds', n_seeds, 1)
   validation.check_count('epochs_per_call', epochs_per_call, 1)
   compile_cache.enable(compilation_cache)
-  if multihost and not build_only:
-    multihost_lib.join_job(
-      coordinator_address, num_processes, process_id, n_seeds
-    )
-  if n_seeds > 1 and not build_only:
-    return _train_seeds(
-      agent_class,
-      output_dir,
-      n_epochs,
-      callbacks,
-      n_seeds,
-      epochs_per_call,
-      strict,
-      allow_config_change,
-      on_nonfinite,
-    )
-  try:
-    with restoring.restore_deferred():  # The config is compared first.
-      agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
-  except TypeError as e:
-    raise config_checks.binding_error(e) from None
-  if build_only:
-    agent.restore()
+  with compile_options.applied(compiler_options):
+    if multihost and not build_only:
+      multihost_lib.join_job(
+        coordinator_address, num_processes, process_id, n_seeds
+      )
+    if n_seeds > 1 and not build_only:
+      return _train_seeds(
+        agent_class,
+        output_dir,
+        n_epochs,
+        callbacks,
+        n_seeds,
+        epochs_per_call,
+        strict,
+        allow_config_change,
+        on_nonfinite,
+      )
+    try:
+      with restoring.restore_deferred():  # The config is compared first.
+        agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
+    except TypeError as e:
+      raise config_checks.binding_error(e) from None
+    if build_only:
+      agent.restore()
+      return agent
+    if collector is not None:
+      agent_collector = collector()
+      agent_collector.set_agent_factory(
+        functools.partial(build_agent, gin.config_str())
+      )
+      agent.set_collector(agent_collector)
+    try:
+      changed = _config_changes(output_dir, allow_config_change)
+      agent.restore()
+      if multihost:
+        multihost_lib.join_agent(agent)
+      agent.run(
+        n_epochs,
+        n_epochs_is_total_epochs=True,
+        callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
+        on_nonfinite=on_nonfinite,
+        epochs_per_call=epochs_per_call,
+      )
+    finally:
+      agent.close()
     return agent
-  if collector is not None:
-    agent_collector = collector()
-    agent_collector.set_agent_factory(
-      functools.partial(build_agent, gin.config_str())
-    )
-    agent.set_collector(agent_collector)
-  try:
-    changed = _config_changes(output_dir, allow_config_change)
-    agent.restore()
-    if multihost:
-      multihost_lib.join_agent(agent)
-    agent.run(
-      n_epochs,
-      n_epochs_is_total_epochs=True,
-      callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
-      on_nonfinite=on_nonfinite,
-      epochs_per_call=epochs_per_call,
-    )
-  finally:
-    agent.close()
-  return agent
 
 
 def _after_first_epoch(

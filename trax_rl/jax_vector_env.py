@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import jax_envs
+from trax_rl import compile_options, jax_envs
 
 
 class JaxVectorEnv(gym.vector.VectorEnv):
@@ -39,8 +39,8 @@ class JaxVectorEnv(gym.vector.VectorEnv):
     self._keys = jax.random.split(jax.random.PRNGKey(0), n_envs)
     self._state = None
     self._obs = None
-    self._reset = jax.jit(jax.vmap(self._reset_one))
-    self._step = jax.jit(jax.vmap(self._step_one))
+    self._reset = compile_options.jit(jax.vmap(self._reset_one))
+    self._step = compile_options.jit(jax.vmap(self._step_one))
 
   def _reset_one(self, key):
     key, reset_key = jax.random.split(key)

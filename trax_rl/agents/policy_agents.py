@@ -16,6 +16,7 @@ from trax_rl import (
   advantages,
   checkpoint,
   collection,
+  compile_options,
   distributions,
   lr_schedules,
   normalization,
@@ -48,7 +49,7 @@ class PolicyAgent(base.Agent):
     super().__init__(task, **kwargs)
     self._policy_dist = distributions.create_distribution(task.action_space)
     self._obs_ndim = len(task.observation_space.shape)
-    self._select = jax.jit(self._select_action)
+    self._select = compile_options.jit(self._select_action)
 
   @property
   def policy_distribution(self) -> Any:
@@ -191,7 +192,7 @@ class LoopPolicyAgent(PolicyAgent):
     self._normalize = normalize_observations
     self._norm_epsilon = normalization_epsilon
     self._stats = normalization.init_statistics(task.observation_space.shape)
-    self._update_stats = jax.jit(
+    self._update_stats = compile_options.jit(
       functools.partial(
         normalization.update, sample_limit=normalization_sample_limit
       )

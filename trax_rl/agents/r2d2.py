@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import collection, policies, types, validation
+from trax_rl import collection, compile_options, policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import replay_value
@@ -136,7 +136,7 @@ class R2D2(replay_value.ReplayValueAgent):
       learning_rate=learning_rate,
       **kwargs,
     )
-    self._unroll = jax.jit(self._network.unroll)
+    self._unroll = compile_options.jit(self._network.unroll)
 
   # The replay agent's hooks.
   def _make_network(self, module: nn.Module) -> networks_base.RecurrentNetwork:

@@ -13,6 +13,7 @@ from trax_rl import (
   advantages,
   checkpoint,
   collection,
+  compile_options,
   envs,
   lr_schedules,
   policies,
@@ -136,7 +137,7 @@ class ValueAgent(base.Agent):
     )
     self._exploration = as_schedule(exploration_rate, 'exploration_rate')
     self._sync_freq = sync_freq
-    self._select = jax.jit(self._select_action)
+    self._select = compile_options.jit(self._select_action)
     self._trainer: trainer_lib.Trainer | None = None
 
   def _make_network(self, module: nn.Module) -> networks.Network:
@@ -187,7 +188,8 @@ class ValueAgent(base.Agent):
   def set_exploration_rate(self, rate: ExplorationRate) -> None:
     """Replaces the epsilon schedule (Ape-X actors act with fixed ones)."""
     self._exploration = as_schedule(rate, 'exploration_rate')
-    self._select = jax.jit(self._select_action)  # Traced with the new one.
+    # Traced again, with the new schedule.
+    self._select = compile_options.jit(self._select_action)
 
   def act_as_rollout_actor(
     self, slot: int, n_slots: int, epsilon: float

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import checkpoint, jax_envs, validation
+from trax_rl import checkpoint, compile_options, jax_envs, validation
 from trax_rl.device import rollout
 
 # Builds runners' first states off the main thread (`DeviceRunner`).
@@ -133,8 +133,9 @@ class DeviceRunner:
     # Python share the GIL). `_state` waits for it.
     carry, train_key = jax.eval_shape(first, key)
     self._first_shapes = self._abstract(DeviceState(learner, carry, train_key))
+    first = compile_options.jit(first)  # With this thread's options.
     self._state_job = _BACKGROUND.submit(
-      lambda: self._place(DeviceState(learner, *jax.jit(first)(key)))
+      lambda: self._place(DeviceState(learner, *first(key)))
     )
     self.n_interactions = 0
 
@@ -196,7 +197,9 @@ class DeviceRunner:
     self.epochs_per_call = k
     # The state is donated: a call updates the replay and train states in
     # place instead of copying them first (and holding both in memory).
-    self._epochs = jax.jit(_looped(self._one_epoch, k), donate_argnums=0)
+    self._epochs = compile_options.jit(
+      _looped(self._one_epoch, k), donate_argnums=0
+    )
     self._compiled = None
 
   def compile(self) -> float:
@@ -286,6 +289,7 @@ def _looped(epoch: Callable, k: int) -> Callable:
 
   # Jitted so that the trace `eval_shape` makes is the one the loop body
   # reuses (one trace of the epoch, not two: seconds of a cold start).
+  # Only ever traced inside the runner's program, whose options it gets.
   epoch = jax.jit(epoch)
 
   def run(state, n):

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import types
+from trax_rl import compile_options, types
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,8 @@ def jitted_init(
     example_observation: one observation (no batch axis).
   """
   example = np.asarray(example_observation)
-  traced = jax.jit(
+  options = compile_options.current()
+  traced = compile_options.jit(
     functools.partial(init, module, example.shape, example.dtype)
   )
 
@@ -71,9 +72,10 @@ def jitted_init(
     if isinstance(key, jax.core.Tracer):  # Inside a transformation.
       return traced(key)
     lowered = traced.lower(key)
-    text = lowered.as_text()
-    compiled = _COMPILED_INITS.pop(text, None) or lowered.compile()
-    _COMPILED_INITS[text] = compiled  # Most recently used last.
+    # The same program under other compile options is another executable.
+    program = (lowered.as_text(), repr(sorted(options.items())))
+    compiled = _COMPILED_INITS.pop(program, None) or lowered.compile()
+    _COMPILED_INITS[program] = compiled  # Most recently used last.
     while len(_COMPILED_INITS) > _MAX_COMPILED_INITS:
       del _COMPILED_INITS[next(iter(_COMPILED_INITS))]
     return compiled(key)
@@ -81,8 +83,9 @@ def jitted_init(
   return run
 
 
-# Compiled inits by program text, least recently used first.
-_COMPILED_INITS: dict[str, Any] = {}
+# Compiled inits by program text and compile options, least recently used
+# first.
+_COMPILED_INITS: dict[tuple[str, str], Any] = {}
 _MAX_COMPILED_INITS = 16
 
 

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, validation
+from trax_rl import checkpoint, compile_options, validation
 from trax_rl.supervised import trainer as trainer_lib
 
 LOOP_FILE = 'loop.pkl'
@@ -44,7 +44,9 @@ class Loop:
     output_dir: str | None = None,
   ):
     self._trainer = trainer
-    self._eval_fn = jax.jit(eval_fn) if eval_fn is not None else None
+    self._eval_fn = (
+      compile_options.jit(eval_fn) if eval_fn is not None else None
+    )
     self._eval_stream = eval_batch_stream
     self._n_eval_batches = n_eval_batches
     self._eval_at = eval_at or (lambda step: False)

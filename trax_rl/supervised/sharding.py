@@ -25,6 +25,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from trax_rl import compile_options
+
 DATA_AXIS = 'data'
 ALL_DEVICES = -1  # `n_devices` value meaning every local device.
 
@@ -249,7 +251,7 @@ class DataParallelUpdate:
         )
       return jax.lax.with_sharding_constraint(state, sharding), extra
 
-    self._update = jax.jit(update)
+    self._update = compile_options.jit(update)
 
   @property
   def mesh(self) -> Mesh:

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from trax_rl import checkpoint, types
+from trax_rl import checkpoint, compile_options, types
 from trax_rl.networks import base
 from trax_rl.supervised import sharding
 from trax_rl.supervised import train_state as train_state_lib
@@ -88,14 +88,14 @@ class Trainer:
     )
     self._one_device_params = None  # Cached acting copy (multi-device).
     if self._mesh is None:
-      self._update = jax.jit(update)
+      self._update = compile_options.jit(update)
     else:
       self._update = sharding.DataParallelUpdate(
         update, self._mesh, batch_axis=0 if num_steps == 1 else 1
       )
     self._place(self._state)
     self._stream = batch_stream
-    self._evaluate = jax.jit(
+    self._evaluate = compile_options.jit(
       lambda state, batch: _loss_metrics(network, loss_fn, state, batch)
     )
 

@@ -21,6 +21,7 @@ import numpy as np
 from trax_rl import (
   advantages,
   collection,
+  compile_options,
   distributions,
   normalization,
   policies,
@@ -180,7 +181,7 @@ class ActorCritic(device_path.DevicePath, policy_agents.PolicyAgent):
     self._norm_epsilon = normalization_epsilon
     self._norm_clip = normalization_clip
     self._stats = normalization.init_statistics(task.observation_space.shape)
-    self._update_stats = jax.jit(
+    self._update_stats = compile_options.jit(
       lambda stats, obs: normalization.update(
         stats, obs, normalization_sample_limit
       )
@@ -216,7 +217,7 @@ class ActorCritic(device_path.DevicePath, policy_agents.PolicyAgent):
       next_key=self.next_key,
     )
     self._layout = self.layout_class(context, **layout_kwargs)
-    self._train = jax.jit(self._train_fn)
+    self._train = compile_options.jit(self._train_fn)
 
   def make_policy_loss(
     self, value_loss_coeff: float | None, all_discrete: bool
