@@ -19,7 +19,7 @@ from trax_rl import api, checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import expert_iteration, nonfinite, policy_agents
-from trax_rl.device import batches, rollout
+from trax_rl.device import batches, evaluate, rollout
 from trax_rl.networks import models
 
 MLP = functools.partial(models.MLP, layer_widths=(32,), activation='tanh')
@@ -227,6 +227,86 @@ def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
   assert [r['avg_return'] for r in both[:2]][0] != both[1]['avg_return']
 
 
+@pytest.mark.parametrize('per_call', [1, 2])
+def test_seed_batch_evaluates_each_seed_as_it_alone(tmp_path, per_call):
+  evals = [
+    'PolicyGradient.n_eval_episodes = 3',
+    'RLTask.max_steps = 60',  # Short episodes: some end, some are capped.
+    f'train_rl.epochs_per_call = {per_call}',
+  ]
+  configurables.parse(bindings=[PG_GIN, 'train_rl.n_seeds = 2', *evals])
+  configurables.train_rl(output_dir=str(tmp_path / 'both'))
+  both = _records(tmp_path / 'both')
+  name = 'eval_return_t0_s60'
+  # Once per call, in the call's first epoch, for every seed.
+  first_epochs = {1, 3} if per_call == 2 else {1, 2, 3}
+  assert {r['epoch'] for r in both if name in r} == first_epochs
+  for seed in (0, 1):
+    configurables.parse(
+      bindings=[PG_GIN, f'PolicyGradient.seed = {seed}', *evals]
+    )
+    configurables.train_rl(output_dir=str(tmp_path / f'alone{seed}'))
+    alone = [r[name] for r in _records(tmp_path / f'alone{seed}') if name in r]
+    got = [r[name] for r in both if r['seed'] == seed and name in r]
+    assert len(got) == len(first_epochs)
+    np.testing.assert_allclose(got, alone, rtol=1e-6)
+    assert all(0 < g <= 60 for g in got)
+  seed0 = [r[name] for r in both if r['seed'] == 0 and name in r]
+  seed1 = [r[name] for r in both if r['seed'] == 1 and name in r]
+  assert seed0 != seed1
+
+
+def test_seed_batch_refuses_evaluations_it_cannot_compile():
+  configurables.parse(
+    bindings=[
+      PG_GIN,
+      'train_rl.n_seeds = 2',
+      'PolicyGradient.n_eval_episodes = 2',
+      'PolicyGradient.eval_temperatures = (0.0, 1.0)',
+    ]
+  )
+  with pytest.raises(ValueError, match=r'greedily only.*\(0\.0, 1\.0\)'):
+    configurables.train_rl(output_dir=None)
+
+
+def test_a_device_agent_evaluates_greedily_in_one_compiled_call():
+  agent = _pg(n_eval_episodes=4, eval_temperatures=(0.0, 1.0))
+  runner = agent.device_runner()
+  learner = jax.device_get(agent.device_learner())
+  stream = agent.acting_stream(evaluation=True)
+  record = agent.evaluate()
+  # Temperature 0: the compiled episodes of the eval stream's first key.
+  want = evaluate.evaluate(
+    agent.task.jax_env,
+    agent.device_program().greedy,
+    learner,
+    jax.random.fold_in(stream, 0),
+    4,
+    500,
+  )
+  assert record['eval_return_t0_s500'] == pytest.approx(float(np.mean(want)))
+  # Temperature 1 steps the eval env from the host, as before.
+  assert record['eval_return_t1_s500'] > 0
+  again = agent.evaluate()  # The next key: other episodes.
+  assert runner.evaluate(stream, 2, 4, 500).shape == (4,)
+  assert agent.avg_returns_temperatures[0.0][500] == [
+    record['eval_return_t0_s500'],
+    again['eval_return_t0_s500'],
+  ]
+
+
+def test_uncapped_evaluation_plays_every_episode_to_its_end():
+  agent = _pg()
+  program = agent.device_program()
+  env, learner = agent.task.jax_env, agent.device_learner()
+  key = jax.random.PRNGKey(5)
+  uncapped = evaluate.evaluate(env, program.greedy, learner, key, 6, None)
+  # gymnax's CartPole ends every episode by step 500.
+  capped = evaluate.evaluate(env, program.greedy, learner, key, 6, 600)
+  np.testing.assert_array_equal(uncapped, capped)
+  assert (uncapped > 0).all()
+
+
 def _train_seeds(output_dir, n_epochs, n_seeds=2, *bindings):
   configurables.parse(
     bindings=[
@@ -240,13 +320,15 @@ def _train_seeds(output_dir, n_epochs, n_seeds=2, *bindings):
 
 
 def test_seed_batch_killed_and_resumed_equals_uninterrupted(tmp_path):
-  full = _train_seeds(tmp_path / 'full', 4)
-  _train_seeds(tmp_path / 'cut', 2)
+  evals = 'PolicyGradient.n_eval_episodes = 2'  # Their keys resume too.
+  full = _train_seeds(tmp_path / 'full', 4, 2, evals)
+  assert 'eval_return_t0' in _records(tmp_path / 'full')[-1]  # Uncapped.
+  _train_seeds(tmp_path / 'cut', 2, 2, evals)
   # Killed after the next call wrote its records, before its checkpoint.
   with open(tmp_path / 'cut' / 'metrics.jsonl', 'a') as f:
     f.write(json.dumps({'epoch': 3, 'seed': 0, 'avg_return': -1.0}) + '\n')
     f.write('{"epoch": 3, "se')  # The line the kill cut.
-  resumed = _train_seeds(tmp_path / 'cut', 4)
+  resumed = _train_seeds(tmp_path / 'cut', 4, 2, evals)
   assert resumed.current_epoch == 4
   assert _records(tmp_path / 'cut') == _records(tmp_path / 'full')
   for a, b in zip(full.agents, resumed.agents):
@@ -256,7 +338,7 @@ def test_seed_batch_killed_and_resumed_equals_uninterrupted(tmp_path):
       np.testing.assert_array_equal(x, y)
   assert (tmp_path / 'cut' / 'config.gin').exists()
   # Nothing left to run: the checkpoint's epoch already reaches n_epochs.
-  again = _train_seeds(tmp_path / 'cut', 4)
+  again = _train_seeds(tmp_path / 'cut', 4, 2, evals)
   assert again.current_epoch == 4
   assert _records(tmp_path / 'cut') == _records(tmp_path / 'full')
 

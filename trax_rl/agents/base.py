@@ -18,6 +18,13 @@ from trax_rl.supervised import trainer as trainer_lib
 EpochCallback = Callable[['Agent', dict[str, Any]], None]
 
 
+def eval_name(temperature: float, max_steps: int | None) -> str:
+  """The record field of an evaluation: 'eval_return_t0_s500', ..."""
+  return f'eval_return_t{temperature:g}' + (
+    f'_s{max_steps}' if max_steps else ''
+  )
+
+
 class Agent(
   checkpointing.Checkpointing,
   data_paths.DataPaths,
@@ -151,6 +158,18 @@ class Agent(
     return self._only_eval
 
   @property
+  def n_eval_episodes(self) -> int:
+    return self._n_eval_episodes
+
+  @property
+  def eval_steps(self) -> list[int | None]:
+    return list(self._eval_steps)
+
+  @property
+  def eval_temperatures(self) -> tuple[float, ...]:
+    return self._eval_temperatures
+
+  @property
   def n_trajectories_per_epoch(self) -> int | None:
     return self._n_trajectories_per_epoch
 
@@ -173,6 +192,10 @@ class Agent(
     index = self._act_counts[stream]
     self._act_counts[stream] += 1
     return self._act_keys[stream], index
+
+  def acting_stream(self, evaluation: bool) -> jax.Array:
+    """The key `acting_key` folds its indices into (counting nothing)."""
+    return self._act_keys[int(evaluation)]
 
   def reseed_acting(self, key: jax.Array) -> None:
     """Restarts the acting key streams from `key` (one per work unit)."""
@@ -244,20 +267,31 @@ class Agent(
     )
 
   def evaluate(self) -> dict[str, float]:
-    """Plays n_eval_episodes per temperature and step cap; returns means."""
+    """Plays n_eval_episodes per temperature and step cap; returns means.
+
+    On the device path the greedy episodes (temperature 0) are one compiled
+    call (`DeviceRunner.evaluate`); other temperatures, and the host path,
+    step the task's eval env from the host.
+    """
     results = {}
     for steps in self._eval_steps:
       for temp in self._eval_temperatures:
-        avg = self._task.collect_trajectories(
-          self.make_policy(temp, evaluation=True),
-          n_trajectories=self._n_eval_episodes,
-          only_eval=True,
-          max_steps=steps,
-        )
+        if temp == 0 and self._device is not None and self._device.can_evaluate:
+          stream, index = self.acting_key(evaluation=True)
+          avg = float(
+            np.mean(
+              self._device.evaluate(stream, index, self._n_eval_episodes, steps)
+            )
+          )
+        else:
+          avg = self._task.collect_trajectories(
+            self.make_policy(temp, evaluation=True),
+            n_trajectories=self._n_eval_episodes,
+            only_eval=True,
+            max_steps=steps,
+          )
         self._avg_returns_temperatures[temp][steps].append(avg)
-        results[f'eval_return_t{temp:g}' + (f'_s{steps}' if steps else '')] = (
-          avg
-        )
+        results[eval_name(temp, steps)] = avg
     return results
 
   def run(

@@ -4,7 +4,8 @@ An agent that supports the device path gives a `DeviceProgram`:
 
   policy(learner, key, observation[N, ...]) -> (action[N, ...], info)
   train(learner, steps: rollout.Rollout, key) -> (learner, metrics)
-  greedy: optional, as `policy` at temperature 0 (for `device.evaluate`)
+  greedy: optional, as `policy` at temperature 0 (for `device.evaluate`,
+    and the agents' per-epoch evaluation at temperature 0)
   initial_core: optional `n -> core` of a recurrent policy (leaves
     `[n, ...]`); then `policy` and `greedy` take and return the core as
     `device.rollout` describes, and the env carry holds it between epochs
@@ -35,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import checkpoint, compile_options, jax_envs, validation
+from trax_rl.device import evaluate as evaluate_lib
 from trax_rl.device import rollout
 
 # Builds runners' first states off the main thread (`DeviceRunner`).
@@ -121,6 +123,9 @@ class DeviceRunner:
       return init(keys[..., 0, :]), keys[..., 1, :]
 
     self._one_epoch = epoch
+    self._env = env
+    self._program = program
+    self._evaluations: dict[tuple[int, int | None], Callable] = {}
     self.compile_s = None  # Seconds the first compile took.
     self._use_epochs_per_call(1)
     self._sharding = seed_sharding(n_seeds)
@@ -182,6 +187,48 @@ class DeviceRunner:
   @property
   def n_seeds(self) -> int:
     return self._n_seeds
+
+  @property
+  def can_evaluate(self) -> bool:
+    """Whether the program has a greedy policy for `evaluate`."""
+    return self._program.greedy is not None
+
+  def evaluate(
+    self,
+    stream: jax.Array,
+    index: int,
+    n_episodes: int,
+    max_steps: int | None,
+  ) -> np.ndarray:
+    """Greedy episode returns of the current learner, played on the device.
+
+    One compiled call (`device.evaluate`) per seed batch: `[n_episodes]`,
+    or `[k, n_episodes]` for k seeds. Each seed's episodes start from
+    `fold_in(stream, index)` (`stream`: a raw key, `[k, 2]` for k seeds),
+    so an agent's evaluation key stream and its checkpointed counter say
+    which episodes it plays. Compiled once per (n_episodes, max_steps).
+    """
+    program = self._evaluations.get((n_episodes, max_steps))
+    if program is None:
+
+      def one(learner, stream, index):
+        return evaluate_lib.evaluate(
+          self._env,
+          self._program.greedy,
+          learner,
+          jax.random.fold_in(stream, index),
+          n_episodes,
+          max_steps,
+          self._program.initial_core,
+        )
+
+      if self._n_seeds > 1:
+        one = jax.vmap(one, in_axes=(0, 0, None))
+      program = compile_options.jit(one)
+      self._evaluations[(n_episodes, max_steps)] = program
+    stream = jax.device_put(np.asarray(stream), self._sharding)
+    returns = program(self._state.learner, stream, np.uint32(index))
+    return np.asarray(jax.device_get(returns))
 
   def set_epochs_per_call(self, k: int) -> None:
     """Lets one compiled call run up to k epochs (`run_epochs`).

@@ -1,9 +1,11 @@
 """Compiled evaluation on a JAX env: n episodes from fresh resets.
 
 `evaluate(env, policy, params, key, n_episodes, max_steps)` plays one
-episode in each of `n_episodes` envs, all in one `lax.scan` of `max_steps`
-steps, and returns the undiscounted return of each episode (an episode
-still running after `max_steps` steps is truncated there).
+episode in each of `n_episodes` envs, all in one compiled loop, and returns
+the undiscounted return of each episode. With `max_steps` it is a
+`lax.scan` of that many steps (an episode still running then is truncated
+there); with None, a while loop that runs until every episode has ended,
+as the host path plays an uncapped eval episode.
 """
 
 from collections.abc import Callable
@@ -22,7 +24,7 @@ def evaluate(
   params,
   key: jax.Array,
   n_episodes: int,
-  max_steps: int,
+  max_steps: int | None,
   initial_core: Callable[[int], Any] | None = None,
 ) -> jax.Array:
   """Returns `[n_episodes]` episode returns (see the module docstring).
@@ -31,16 +33,22 @@ def evaluate(
   """
   carry = rollout.init_carry(env, key, n_episodes, initial_core)
 
-  def body(state, _):
+  def body(state):
     carry, alive, total = state
     carry, steps = rollout.step(env, policy, params, carry, max_steps)
     total = total + jnp.where(alive, steps.reward, 0.0)
     alive = alive & ~(steps.terminated | steps.truncated)
-    return (carry, alive, total), None
+    return carry, alive, total
 
-  alive = jnp.ones(n_episodes, bool)
-  total = jnp.zeros(n_episodes, jnp.float32)
-  (_, _, total), _ = jax.lax.scan(
-    body, (carry, alive, total), None, length=max_steps
+  state = (
+    carry,
+    jnp.ones(n_episodes, bool),
+    jnp.zeros(n_episodes, jnp.float32),
   )
+  if max_steps is None:
+    _, _, total = jax.lax.while_loop(lambda s: s[1].any(), body, state)
+  else:
+    (_, _, total), _ = jax.lax.scan(
+      lambda s, _: (body(s), None), state, None, length=max_steps
+    )
   return total

@@ -11,8 +11,14 @@ With an output_dir the batch checkpoints after every compiled call, as a
 single agent does: `checkpoint.pkl` holds the stacked learner states and
 the runner's state (envs in flight, keys), written atomically, so a run
 killed at any moment resumes exactly from its last call; records written
-after it are dropped on resume. Not done yet: per-epoch greedy evaluation
-(single-seed runs have it; `trax-rl eval` scores a run afterwards).
+after it are dropped on resume.
+
+With the agents' `n_eval_episodes > 0`, every call starts with a greedy
+evaluation of each seed (one compiled call per step cap,
+`DeviceRunner.evaluate`), whose means go into the call's first record of
+that seed, as a single agent's do. A seed's episodes are the ones that
+seed trains alone plays. Other eval temperatures are refused: they step
+the env from the host, one seed at a time.
 """
 
 import time
@@ -24,6 +30,7 @@ import numpy as np
 from etils import epath
 
 from trax_rl import checkpoint, metrics
+from trax_rl.agents import base as agent_base
 from trax_rl.agents import checkpointing, nonfinite
 from trax_rl.device import epoch as device_epoch
 from trax_rl.supervised import train_state as train_state_lib
@@ -71,6 +78,25 @@ class SeedBatch:
     )
     self._agent_name = type(first).__name__
     self._trainer_names = list(first.trainers())
+    self._n_eval_episodes = first.n_eval_episodes
+    self._eval_steps = first.eval_steps
+    if self._n_eval_episodes:
+      if any(t != 0 for t in first.eval_temperatures):
+        raise ValueError(
+          'train_rl.n_seeds > 1 evaluates greedily only: set '
+          f'{self._agent_name}.eval_temperatures = (0.0,) (got '
+          f'{first.eval_temperatures}) or n_eval_episodes = 0'
+        )
+      if not self._runner.can_evaluate:
+        raise ValueError(
+          f'train_rl.n_seeds > 1: {self._agent_name} has no greedy device '
+          'policy to evaluate with; set n_eval_episodes = 0'
+        )
+    # Each seed's evaluation keys, as that seed's agent alone draws them.
+    self._eval_streams = np.stack(
+      [np.asarray(a.acting_stream(evaluation=True)) for a in agents]
+    )
+    self._n_evals = 0  # Evaluations so far (checkpointed).
     self._output_dir = output_dir
     self._epoch = 0
     self.avg_returns: list[float] = []
@@ -122,12 +148,15 @@ class SeedBatch:
     n_left = n_epochs - self._epoch if n_epochs_is_total_epochs else n_epochs
     while n_left > 0:
       start = time.perf_counter()
+      evals = self._evaluate()
       calls = self._runner.run_epochs(min(epochs_per_call, n_left))
       if on_nonfinite != 'off':
         self._check_finite(on_nonfinite, self._epoch + 1)
       # As a single agent's records: the call's wall (its compile, the
       # first time, included) shared by its epochs.
       epoch_s = (time.perf_counter() - start) / len(calls)
+      for record, seed_evals in zip(calls[0], evals):
+        record.update(seed_evals)  # As a single agent's, in the first.
       means = []
       for records in calls:
         self._epoch += 1
@@ -214,6 +243,22 @@ class SeedBatch:
     )
     self._runner.set_learner(clean)
 
+  def _evaluate(self) -> list[dict[str, float]]:
+    """Each seed's greedy eval means (see the module docstring)."""
+    out = [{} for _ in self._seeds]
+    if not self._n_eval_episodes:
+      return out
+    for steps in self._eval_steps:
+      returns = self._runner.evaluate(
+        self._eval_streams, self._n_evals, self._n_eval_episodes, steps
+      )
+      self._n_evals += 1
+      for seed_evals, seed_returns in zip(out, returns):
+        seed_evals[agent_base.eval_name(0.0, steps)] = float(
+          np.mean(seed_returns)
+        )
+    return out
+
   def _checkpoint_path(self) -> epath.Path:
     return epath.Path(self._output_dir) / checkpointing.CHECKPOINT_FILE
 
@@ -227,6 +272,7 @@ class SeedBatch:
         'seeds': list(self._seeds),
         'epoch': self._epoch,
         'avg_returns': list(self.avg_returns),
+        'n_evals': self._n_evals,
         'learner': [np.asarray(x) for x in leaves],
         'device': self._runner.state_dict(),
       },
@@ -266,6 +312,8 @@ class SeedBatch:
       self._runner.load_state_dict(ckpt['device'], learner)
       self._epoch = int(ckpt['epoch'])
       self.avg_returns = [float(r) for r in ckpt['avg_returns']]
+      # Written before evaluations came to seed batches: none were made.
+      self._n_evals = int(ckpt.get('n_evals', 0))
     except (KeyError, TypeError, IndexError) as e:
       raise checkpoint.CheckpointError(
         f'checkpoint {path} is incomplete ({e!r})'
