@@ -15,9 +15,9 @@ machines are shared; absolute seconds move between runs):
   gymnasium  gin/ppo_cartpole.gin at 100k steps, 3 seeds: the gymnasium
              path (seeds one after another) against
              gin/gymnax/ppo_cartpole.gin, the same file with the env
-             switched to gymnax and its device knobs (no per-epoch eval,
-             the CPU compile option of gymnax/common/fast_compile.gin),
-             3 seeds vmapped.
+             switched to gymnax and its device knobs (the CPU compile
+             option of gymnax/common/fast_compile.gin), 3 seeds vmapped;
+             neither evaluates during training.
   seeds      total env steps/s of 16 seeds in one program against 1 seed,
              after the first call (2 calls of 61 epochs), for
              gin/gymnax/ppo_cartpole.gin and for PureJaxRL's
@@ -59,12 +59,16 @@ PEER_PYTHON = '/work/peers/venv/bin/python'
 def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
   """Trains `config` (k seeds); returns timings, returns and greedy evals."""
   start = time.perf_counter()
+  configurables.parse([config], bindings)
+  agent_name = configurables.query('train_rl.agent_class').selector
   configurables.parse(
     [config],
     [
       *bindings,
       f'train_rl.n_seeds={n_seeds}',
       f'train_rl.epochs_per_call={per_call}',
+      # Training alone is timed, as the peers'; the greedy eval comes after.
+      f'{agent_name}.n_eval_episodes=0',
     ],
   )
   records = []
