@@ -19,7 +19,7 @@ from trax_rl import api, checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import expert_iteration, nonfinite, policy_agents
-from trax_rl.device import batches, evaluate, rollout
+from trax_rl.device import batches, evaluate, rollout, seeds
 from trax_rl.networks import models
 
 MLP = functools.partial(models.MLP, layer_widths=(32,), activation='tanh')
@@ -305,6 +305,22 @@ def test_uncapped_evaluation_plays_every_episode_to_its_end():
   capped = evaluate.evaluate(env, program.greedy, learner, key, 6, 600)
   np.testing.assert_array_equal(uncapped, capped)
   assert (uncapped > 0).all()
+
+
+def test_seed_batch_stacks_learners_as_np_stack():
+  # Zero rows are left unwritten (their pages never mapped): same values.
+  rows = [
+    {'x': np.zeros((3, 2), np.float32), 'n': np.int32(0), 'b': np.bool_(0)},
+    {'x': np.arange(6.0).reshape(3, 2), 'n': np.int32(4), 'b': np.bool_(1)},
+    {'x': np.full((3, 2), np.nan), 'n': np.int32(0), 'b': np.bool_(0)},
+  ]
+  rows[1]['x'] = rows[1]['x'].astype(np.float32)
+  rows[2]['x'] = rows[2]['x'].astype(np.float32)
+  got = jax.tree.map(seeds._stack, *rows)
+  want = jax.tree.map(lambda *xs: np.stack(xs), *rows)
+  for name in want:
+    assert got[name].dtype == want[name].dtype
+    np.testing.assert_array_equal(got[name], want[name])
 
 
 def _train_seeds(output_dir, n_epochs, n_seeds=2, *bindings):

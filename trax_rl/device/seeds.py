@@ -64,10 +64,7 @@ class SeedBatch:
     self._seeds = [a.seed for a in agents]
     # Stacked on the host: a jitted stack of every leaf costs a compile
     # (~0.4 s cold); the runner places the result on the device(s).
-    learner = jax.tree.map(
-      lambda *xs: np.stack([np.asarray(x) for x in xs]),
-      *[a.device_learner() for a in agents],
-    )
+    learner = jax.tree.map(_stack, *[a.device_learner() for a in agents])
     self._runner = device_epoch.make_runner(
       first.task,
       program,
@@ -326,6 +323,22 @@ class SeedBatch:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+def _stack(*leaves: Any) -> np.ndarray:
+  """np.stack, leaving all-zero rows unwritten.
+
+  `np.zeros` pages are mapped only when written, so the empty replays of a
+  value learner's seeds (hundreds of MB each on MinAtar) cost no memory
+  here, only in the runner's placed copy.
+  """
+  first = np.asarray(leaves[0])
+  out = np.zeros((len(leaves), *first.shape), first.dtype)
+  for row, leaf in enumerate(leaves):
+    leaf = np.asarray(leaf)
+    if leaf.any():
+      out[row] = leaf
+  return out
 
 
 def read_checkpoint(output_dir: str) -> dict[str, Any]:

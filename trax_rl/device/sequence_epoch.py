@@ -234,7 +234,7 @@ class SequenceEpoch(value_epoch.ValueEpoch):
     learner = SequenceLearner(
       train=train,
       history=History(ring, zeros, zeros),
-      replay=self.table.init(example),
+      replay=self.table.empty(example),
       env_steps=np.zeros((), np.int32),
     )
     return jax.tree.map(np.asarray, learner)

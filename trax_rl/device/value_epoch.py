@@ -170,7 +170,7 @@ class ValueEpoch:
       train=train,
       tail=tail,
       tail_valid=zeros((), bool),
-      replay=self.table.init(example),
+      replay=self.table.empty(example),
       env_steps=np.zeros((), np.int32),
     )
     return jax.tree.map(np.asarray, learner)

@@ -98,21 +98,27 @@ class DeviceTable:
 
   def init(self, example_item: Any) -> DeviceReplay:
     """An empty table for items shaped like `example_item` (no batch axis)."""
-    # Built in numpy and put on the device: eager jnp.zeros compile once
-    # per shape (~20 ms each, cold).
+    return jax.device_put(self.empty(example_item))
+
+  def empty(self, example_item: Any) -> DeviceReplay:
+    """`init`'s table in numpy, not yet placed.
+
+    In numpy: eager jnp.zeros compile once per shape (~20 ms each, cold).
+    The storage is `np.zeros`, whose pages the OS maps only when written,
+    so an agent's empty replay costs no memory until a runner places it (a
+    seed batch stacks k of them: `device.seeds`).
+    """
     storage = jax.tree.map(
       lambda x: np.zeros((self.max_size, *np.shape(x)), jnp.asarray(x).dtype),
       example_item,
     )
-    return jax.device_put(
-      DeviceReplay(
-        storage=storage,
-        keys=np.full(self.max_size, -1, np.int32),
-        priorities=np.zeros(self.max_size, np.float32),
-        tree=sum_tree.init(self.max_size) if self.prioritized else (),
-        num_inserts=np.zeros((), np.int32),
-        num_samples=np.zeros((), np.int32),
-      )
+    return DeviceReplay(
+      storage=storage,
+      keys=np.full(self.max_size, -1, np.int32),
+      priorities=np.zeros(self.max_size, np.float32),
+      tree=sum_tree.init(self.max_size) if self.prioritized else (),
+      num_inserts=np.zeros((), np.int32),
+      num_samples=np.zeros((), np.int32),
     )
 
   def size(self, state: DeviceReplay) -> jax.Array:
