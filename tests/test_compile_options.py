@@ -98,7 +98,8 @@ def test_the_previous_options_come_back_after_an_error(tmp_path):
   outer = {'cpu': {'xla_dump_to': str(tmp_path / 'a')}}
   with compile_options.applied(outer):
     with pytest.raises(RuntimeError):
-      with compile_options.applied({'cpu': {'xla_dump_to': 'b'}}):
+      inner = {'cpu': {'xla_dump_to': str(tmp_path / 'b')}}
+      with compile_options.applied(inner):
         raise RuntimeError('boom')
     assert compile_options.current() == outer['cpu']
   assert compile_options.current() == {}
