@@ -21,3 +21,19 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 jax.config.update('jax_compilation_cache_dir', _CACHE)
 # Subprocesses (the CLI tests) share the worker's cache, not the user's.
 os.environ['TRAX_RL_COMPILATION_CACHE'] = _CACHE
+
+# Tests marked `two_devices` run twice: in the suite, on one device, and
+# again by tests/test_two_devices.py in a pytest of their own on two forced
+# host devices (XLA_FLAGS), with this variable set.
+TWO_DEVICES_ENV = 'TRAX_RL_TEST_TWO_DEVICES'
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+    'markers',
+    'two_devices: also run on two forced host devices '
+    '(tests/test_two_devices.py)',
+  )
+  if os.environ.get(TWO_DEVICES_ENV):
+    # The flag only works if XLA reads it before it starts: say so at once.
+    assert jax.local_device_count() == 2, jax.devices()

@@ -12,7 +12,7 @@ from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents.actor_critic import algorithms
 from trax_rl.agents.actor_critic import data as data_lib
-from trax_rl.device import batches, rollout
+from trax_rl.device import batches, rollout, seeds
 from trax_rl.networks import models
 from trax_rl.testing import fake_jax_envs
 
@@ -119,6 +119,24 @@ def test_one_device_epoch_trains_every_network(cls, env, kwargs):
       after[name].params,
     )
     assert any(jax.tree.leaves(changed)), name
+
+
+@pytest.mark.two_devices
+def test_ppo_seed_batch_reproduces_each_seed_alone():
+  # The batch's programs are the single agent's, vmapped (and with two
+  # devices, split over them): equal up to float rounding.
+  agents = [
+    _agent(algorithms.PPO, 'gymnax:CartPole-v1', seed=s, **SEPARATE)
+    for s in (3, 4)
+  ]
+  seeds.SeedBatch(agents).run(2)
+  alone = _agent(algorithms.PPO, 'gymnax:CartPole-v1', seed=4, **SEPARATE)
+  alone.run(2)
+  for a, b in zip(
+    jax.tree.leaves(agents[1].device_learner()),
+    jax.tree.leaves(alone.device_learner()),
+  ):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_ppo_learns_on_gymnax_cartpole():

@@ -169,6 +169,7 @@ def test_r2d2_runs_compiled_epochs_and_resumes_exactly(tmp_path):
   assert np.any(priorities != 1.0)
 
 
+@pytest.mark.two_devices
 def test_r2d2_seed_batch_reproduces_each_seed_alone():
   agents = [_agent(seed=s) for s in (3, 4)]
   seeds.SeedBatch(agents).run(3)

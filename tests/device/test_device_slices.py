@@ -189,6 +189,7 @@ def test_dqn_learns_gymnax_cartpole():
   assert float(jnp.mean(returns)) >= 150.0
 
 
+@pytest.mark.two_devices
 def test_dqn_seed_batch_reproduces_each_seed_alone():
   agents = [_agent(seed=s) for s in (3, 4)]
   seeds.SeedBatch(agents).run(2)

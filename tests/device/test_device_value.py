@@ -153,6 +153,7 @@ def _greedy_returns(agent, n_episodes=8):
   )
 
 
+@pytest.mark.two_devices
 def test_seed_batch_reproduces_each_seed_alone():
   agents = [_agent('PrioritizedDoubleQLearning', seed=s) for s in (3, 4)]
   group = seeds.SeedBatch(agents)

@@ -127,8 +127,8 @@ class DeviceRunner:
     self._program = program
     self._evaluations: dict[tuple[int, int | None], Callable] = {}
     self.compile_s = None  # Seconds the first compile took.
-    self._use_epochs_per_call(1)
     self._sharding = seed_sharding(n_seeds)
+    self._use_epochs_per_call(1)
     # The epoch compiles against the first state's shapes, and the first
     # state (one jitted reset, ~0.5 s of XLA compile cold) is built in the
     # background meanwhile: a seed batch traces its epoch program while it
@@ -242,11 +242,15 @@ class DeviceRunner:
 
   def _use_epochs_per_call(self, k: int) -> None:
     self.epochs_per_call = k
+    epochs = _looped(self._one_epoch, k)
+    if self._sharding is not None:
+      # The next call is compiled for a state split along the seed axis;
+      # without the constraint XLA may return a leaf replicated (a seed
+      # batch's n-step tails did), which the compiled call then refuses.
+      epochs = _constrained(epochs, self._sharding)
     # The state is donated: a call updates the replay and train states in
     # place instead of copying them first (and holding both in memory).
-    self._epochs = compile_options.jit(
-      _looped(self._one_epoch, k), donate_argnums=0
-    )
+    self._epochs = compile_options.jit(epochs, donate_argnums=0)
     self._compiled = None
 
   def compile(self) -> float:
@@ -350,6 +354,16 @@ def _looped(epoch: Callable, k: int) -> Callable:
       return state, buffers
 
     return jax.lax.fori_loop(0, n, body, (state, buffers))
+
+  return run
+
+
+def _constrained(epochs: Callable, sharding: jax.sharding.Sharding):
+  """`epochs` whose returned state keeps `sharding` on every leaf."""
+
+  def run(state, n):
+    state, records = epochs(state, n)
+    return jax.lax.with_sharding_constraint(state, sharding), records
 
   return run
 
