@@ -257,11 +257,17 @@ def train_rl(
   validation.check_count('n_seeds', n_seeds, 1)
   validation.check_count('epochs_per_call', epochs_per_call, 1)
   compile_cache.enable(compilation_cache)
+  if multihost and not build_only:
+    # Before anything starts a JAX backend: checking compiler_options
+    # compiles a program, and a job can only be joined before that.
+    multihost_lib.join_job(
+      coordinator_address,
+      num_processes,
+      process_id,
+      n_seeds,
+      query('RLTask.env'),
+    )
   with compile_options.applied(compiler_options):
-    if multihost and not build_only:
-      multihost_lib.join_job(
-        coordinator_address, num_processes, process_id, n_seeds
-      )
     if n_seeds > 1 and not build_only:
       return _train_seeds(
         agent_class,

@@ -9,6 +9,10 @@ batch, so a per-process normalization would show.
 
 import functools
 import json
+import os
+import pathlib
+import subprocess
+import sys
 import textwrap
 
 import jax
@@ -19,6 +23,9 @@ from trax_rl import checkpoint, configurables
 from trax_rl.distributed import multihost
 from trax_rl.networks import base, models
 from trax_rl.testing import jobs
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_CLI = 'import json, sys; from trax_rl import cli; sys.exit(cli.main(json.loads(sys.argv[1])))'
 
 _SCRIPT = textwrap.dedent(
   """
@@ -129,6 +136,9 @@ _AGENT_SCRIPT = textwrap.dedent(
       'PolicyGradient.n_trajectories_per_epoch = 3',
       'PolicyGradient.seed = 5',
       'train_rl.agent_class = @PolicyGradient',
+      # Checking compile options compiles a program; the job must be
+      # joined before that (it used to fail with a RuntimeError).
+      "train_rl.compiler_options = {'cpu': {'xla_backend_optimization_level': 1}}",
   ]
 
   def train(output_dir, n_epochs):
@@ -349,3 +359,31 @@ def test_a_process_that_cannot_write_its_state_folder_is_named(
   with pytest.raises(ValueError, match=r'processes/1 is not writable'):
     configurables.train_rl(output_dir=str(tmp_path), build_only=True)
   assert blocker.read_text() == 'precious'
+
+
+def test_multihost_refuses_the_device_path_in_one_line(tmp_path):
+  # Refused before joining a job or compiling anything: the gymnax PPO
+  # config also sets compiler options, whose check compiles a program
+  # (which used to end in JAX's RuntimeError about initialize's order).
+  env = {k: v for k, v in os.environ.items() if not k.startswith('JAX_')}
+  args = [
+    'train',
+    '--config_file',
+    str(ROOT / 'gin/gymnax/ppo_cartpole.gin'),
+    '--output_dir',
+    str(tmp_path / 'run'),
+    '--multihost',
+  ]
+  result = subprocess.run(
+    [sys.executable, '-c', _CLI, json.dumps(args)],
+    env=dict(env, JAX_PLATFORMS='cpu'),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1, lines
+  assert 'multihost trains on the host path' in lines[0]
+  assert 'gymnax:CartPole-v1' in lines[0]
+  assert not list((tmp_path / 'run').iterdir())

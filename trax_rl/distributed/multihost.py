@@ -22,7 +22,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
-from trax_rl import validation
+from trax_rl import jax_envs, validation
 from trax_rl.agents import base
 from trax_rl.supervised import sharding
 
@@ -91,24 +91,37 @@ def join_job(
   num_processes: int | None,
   process_id: int | None,
   n_seeds: int,
+  env: Any = None,
 ) -> None:
   """`train_rl.multihost`: checks what it cannot combine with, `initialize`s.
 
   Each process collects with train_rl's collector: its own envs, or its
-  own rollout actors (`RayCollector`).
+  own rollout actors (`RayCollector`). Called before anything else uses
+  JAX, so that the refusals come before any attempt to join.
 
   Args:
     coordinator_address: as `initialize`.
     num_processes: as `initialize`.
     process_id: as `initialize`.
     n_seeds: train_rl's n_seeds (1: one agent).
+    env: the RLTask's env (id or object), if known: a JAX env is refused.
 
   Raises:
-    ValueError: several seeds, or a bad job description.
+    ValueError: several seeds, a JAX env, or a bad job description.
   """
   if n_seeds > 1:
     raise ValueError('train_rl.multihost trains one seed: unbind n_seeds')
+  if jax_envs.is_jax_env(env):
+    raise device_path_refusal(env)
   initialize(coordinator_address, num_processes, process_id)
+
+
+def device_path_refusal(env: Any) -> ValueError:
+  """The one-line error of `train_rl.multihost` on the device path."""
+  return ValueError(
+    'train_rl.multihost trains on the host path: use a gymnasium env id, '
+    f'not the JAX env {env!r}'
+  )
 
 
 def _env_int(name: str) -> int | None:
@@ -151,10 +164,7 @@ def join_agent(agent: base.Agent) -> None:
       device path, where processes could not keep in step.
   """
   if agent.device_runner() is not None:
-    raise ValueError(
-      'train_rl.multihost trains on the host path: use a gymnasium env id, '
-      f'not the JAX env {agent.task.env_spec!r}'
-    )
+    raise device_path_refusal(agent.task.env_spec)
   epochs = multihost_utils.process_allgather(np.int32(agent.current_epoch))
   if len(set(np.asarray(epochs).tolist())) > 1:
     raise ValueError(
