@@ -15,9 +15,9 @@ device path (one jitted call per epoch) and then evaluated on
 same config runs again with only `RLTask.env = 'CartPole-v1'` (the host
 path, gymnasium env, numpy Table), evaluated on gymnasium; or, with
 --gymnasium_config, that config (the one the gymnax config includes). With --cleanrl,
-CleanRL's `dqn_jax.py` runs for the same steps and seeds through
-/work/shared/bench/cleanrl_dqn_jax.py (set CLEANRL_GIT_DIR, PEERS and
---cleanrl_python). Wall seconds count everything from building the agent
+CleanRL's `dqn_jax.py` runs for the same steps and seeds through the
+shared runner `cleanrl_dqn_jax.py` (its locations: `benchmarks/peers.py`,
+e.g. --git_dir or $CLEANRL_GIT_DIR). Wall seconds count everything from building the agent
 to the end of training: JIT compiles included, evaluation excluded;
 CleanRL's is its whole training process (`process_wall_s`).
 
@@ -38,6 +38,7 @@ import time
 
 import jax
 import numpy as np
+import peers
 
 from trax_rl import compile_cache, configurables
 from trax_rl.device import evaluate
@@ -165,12 +166,12 @@ def cleanrl(seed: int, args) -> dict:
   """CleanRL dqn_jax.py through the shared runner; its JSON line."""
   start = time.perf_counter()
   out = subprocess.run(
-    [args.cleanrl_python, args.cleanrl_runner, '--seeds', str(seed)]
-    + ['--steps', str(args.steps)],
+    [args.peer_python, os.path.join(args.peer_bench, 'cleanrl_dqn_jax.py')]
+    + ['--seeds', str(seed), '--steps', str(args.steps)],
     capture_output=True,
     text=True,
     check=True,
-    env=dict(os.environ),
+    env=peers.peer_env(args, 'CLEANRL_GIT_DIR'),
   ).stdout
   record = json.loads(out.strip().splitlines()[-1])
   record['runner_wall_s'] = round(time.perf_counter() - start, 2)
@@ -217,10 +218,7 @@ def main() -> None:
     action='store_true',
     help='train all seeds at once (the compiled epoch vmapped over seeds)',
   )
-  p.add_argument('--cleanrl_python', default='/work/peers/venv/bin/python')
-  p.add_argument(
-    '--cleanrl_runner', default='/work/shared/bench/cleanrl_dqn_jax.py'
-  )
+  peers.add_flags(p, 'CLEANRL_GIT_DIR')
   p.add_argument(
     '--bindings',
     nargs='*',

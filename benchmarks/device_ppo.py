@@ -44,6 +44,7 @@ import time
 import gymnax  # noqa: F401 - imported before any timing, as PureJaxRL's runner does
 import jax
 import numpy as np
+import peers
 
 from trax_rl import compile_cache, configurables
 from trax_rl.device import epoch as device_epoch
@@ -52,8 +53,8 @@ from trax_rl.device import evaluate, rollout
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
-PEER_SCRIPT = '/work/shared/bench/purejaxrl_ppo.py'
-PEER_PYTHON = '/work/peers/venv/bin/python'
+_GIT_VAR = 'PUREJAXRL_GIT_DIR'
+_PEER_ARGS = None  # The --peer_* flags (`peers.add_flags`), set by main.
 
 
 def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
@@ -188,14 +189,13 @@ def split(config, repeats, k=50):
 
 def _run_peer(*args):
   """Runs the peer's Python (its own venv) on args; its last JSON line."""
-  env = dict(
-    os.environ,
-    PUREJAXRL_GIT_DIR='/work/.mirror/luchris429+purejaxrl/repo',
-    PEERS='/work/peers',
-  )
-  env.pop('PYTHONPATH', None)
+  env = peers.peer_env(_PEER_ARGS, _GIT_VAR)
   out = subprocess.run(
-    [PEER_PYTHON, *args], env=env, capture_output=True, text=True, timeout=1200
+    [_PEER_ARGS.peer_python, *args],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=1200,
   )
   if out.returncode:
     return {'error': out.stderr[-500:]}
@@ -204,11 +204,12 @@ def _run_peer(*args):
 
 def peer(timesteps=5e5):
   """PureJaxRL's runner (outside the project) in its own venv."""
-  return _run_peer(PEER_SCRIPT, '--timesteps', str(timesteps))
+  script = os.path.join(_PEER_ARGS.peer_bench, 'purejaxrl_ppo.py')
+  return _run_peer(script, '--timesteps', str(timesteps))
 
 
 # PureJaxRL's train function vmapped over seeds, run in the peer's venv on
-# the ppo.py that its runner (PEER_SCRIPT) prepared under $PEERS; argv:
+# the ppo.py that its runner (purejaxrl_ppo.py) prepared under $PEERS; argv:
 # that folder and the config as JSON. Prints the env steps/s of 1 and 16.
 _PEER_SEEDS = """
 import json, sys, time
@@ -235,7 +236,8 @@ print(json.dumps({'sps_1_seed': rates[1], 'sps_16_seeds': rates[16],
 
 def peer_seeds(epochs):
   """PureJaxRL's 16 seeds against 1 (its hyperparameters, `epochs` updates)."""
-  if not os.path.exists('/work/peers/purejaxrl/ppo.py'):
+  work = os.path.join(_PEER_ARGS.peers, 'purejaxrl')
+  if not os.path.exists(os.path.join(work, 'ppo.py')):
     peer(timesteps=512)  # Its runner prepares ppo.py there.
   config = {
     'LR': 2.5e-4,
@@ -255,9 +257,7 @@ def peer_seeds(epochs):
     'ANNEAL_LR': True,
     'DEBUG': False,
   }
-  return _run_peer(
-    '-c', _PEER_SEEDS, '/work/peers/purejaxrl', json.dumps(config)
-  )
+  return _run_peer('-c', _PEER_SEEDS, work, json.dumps(config))
 
 
 def emit(name, **fields):
@@ -269,6 +269,7 @@ def main():
   p = argparse.ArgumentParser()
   p.add_argument('measures', nargs='+')
   p.add_argument('--peer', action='store_true', help='run PureJaxRL too')
+  peers.add_flags(p, _GIT_VAR)
   p.add_argument('--breakout_steps', type=int, default=500_000)
   p.add_argument(
     '--repeats',
@@ -284,6 +285,8 @@ def main():
     help='train_rl.epochs_per_call of every trax_rl run',
   )
   args = p.parse_args()
+  global _PEER_ARGS
+  _PEER_ARGS = args
   train_ = functools.partial(train, per_call=args.epochs_per_call)
   peer_result = peer() if args.peer else None
   if peer_result is not None:
