@@ -104,8 +104,10 @@ def test_guard_off_changes_nothing_but_the_check():
   off.set_check_finite(False)
   assert on.check_finite and not off.check_finite
   on.train_steps(2), off.train_steps(2)
+  # The same updates; the guarded program also checks its loss, which XLA
+  # may fuse with them: equal up to float rounding.
   for a, b in zip(jax.tree.leaves(on.state_dict()), off.state_dict()['leaves']):
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
   off.train_steps(2)  # NaN at step 3, unseen.
   assert off.nonfinite() is None
   # The checkpoint holds no Health, so either loads into the other.

@@ -185,8 +185,11 @@ def test_joint_evals_are_reported_and_change_no_update():
     records[steps], agents[steps] = out[0], agent
   assert 'joint_eval/loss' not in records[0]
   assert np.isfinite(records[2]['joint_eval/loss'])
+  # The same updates on the same batches; the programs differ only by the
+  # evals, which XLA may fuse with them: equal up to float rounding. An
+  # eval that took a batch, a key or an update would move them far more.
   for a, b in zip(
     _leaves(agents[0].trainers()['joint'].params),
     _leaves(agents[2].trainers()['joint'].params),
   ):
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
