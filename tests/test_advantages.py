@@ -104,12 +104,13 @@ class EstimatorTest(chex.TestCase):
   @chex.variants(with_jit=True, without_jit=True)
   @parameterized.parameters(0, 1, 2)
   def test_monte_carlo(self, margin):
-    # returns - values; the done step of row 1 uses its reward 2.
+    # returns - values; as Trax's, a done step has return = its reward and
+    # value 0: row 1 at t=1 gives 2 (not 99 - 8), row 2 at t=3 gives 4.
     expected = np.array(
       [
         [3.25 - 4.0, 4.5 - 8.0, 5.0 - 4.0, 4.0 - 8.0],
-        [2.0 - 4.0, 2.0 - 8.0, 5.0 - 4.0, 4.0 - 8.0],
-        [3.25 - 4.0, 4.5 - 8.0, 5.0 - 4.0, 4.0 - 8.0],
+        [2.0 - 4.0, 2.0, 5.0 - 4.0, 4.0 - 8.0],
+        [3.25 - 4.0, 4.5 - 8.0, 5.0 - 4.0, 4.0],
       ]
     )
     out = self._run(advantages.monte_carlo(GAMMA, margin))

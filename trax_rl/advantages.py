@@ -149,35 +149,79 @@ def _prepare(margin, **arrays) -> list[jax.Array]:
 
 
 def monte_carlo(gamma: float, margin: int) -> Estimator:
-  """Monte Carlo advantage: returns[t] - values[t].
+  """Monte Carlo advantage, Trax's: returns[t] - values[t], no baseline at ends.
 
-  The return at a step where the episode terminated is its reward alone, so
-  returns computed across an episode boundary do not leak into it.
+  As google/trax's `advantages.monte_carlo`, a step where the episode
+  terminated has return = its reward and value = 0 there, so its advantage is
+  the reward alone: rewards[t], not rewards[t] - values[t]. Returns computed
+  across an episode boundary do not leak into it. Trax zeroes `values` in
+  place, which its callers then read back in their value targets
+  `values + advantages`; `value_targets` gives those targets without
+  mutating anything.
 
   Args:
     gamma: discount of the task (unused: `returns` are already discounted).
     margin: number of extra steps at the end of each slice.
 
   Returns:
-    estimator(rewards, returns, values, dones, discount_mask, mask=None)
-    returning
-    advantages [B, T - margin].
+    estimator(rewards, returns, values, dones, discount_mask, mask=None,
+    terminal=None) returning advantages [B, T - margin]. `terminal` [B, T]
+    marks where episodes ended naturally, for data whose `dones` also end
+    trajectories that were cut and bootstrapped (the reward there holding
+    r + gamma V(s_next)): the value is zeroed only where `terminal`; None
+    zeroes it at every done, as Trax (whose dones are gym's).
 
   Raises:
     ValueError: if margin is not an int >= 0.
   """
   _check_factory_args(gamma, margin)
 
-  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
+  def estimator(
+    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
+  ):
     del discount_mask, mask  # Folded into `returns`; no bootstrapping.
     rewards, returns, values, dones = _prepare(
       margin, rewards=rewards, returns=returns, values=values, dones=dones
     )
     returns = jnp.where(dones > 0, rewards, returns)
+    # Trax zeroes the value where its episode ended; where a trajectory was
+    # only cut (bootstrapped: `terminal` says which), the baseline stays.
+    ended = dones if terminal is None else jnp.asarray(terminal, jnp.float32)
+    values = jnp.where(ended > 0, 0.0, values)
     length = rewards.shape[1]
     return (returns - values)[:, : length - margin]
 
   return estimator
+
+
+def value_targets(
+  advantages: types.Array,
+  rewards: types.Array,
+  values: types.Array,
+  dones: types.Array,
+) -> jax.Array:
+  """Trax's value targets: values + advantages, the reward at done steps.
+
+  Trax's critics and its DQN regress on `values + advantages`, added after
+  the estimator ran. Its `monte_carlo` zeroes `values` at done steps in
+  place, so there the target is the reward; every other estimator gives
+  rewards - values at a done step, so `values + advantages` is the reward
+  there too. This gives that target for any estimator, without mutation.
+  Padding rows (mask 0) get the reward too: callers mask them out.
+
+  Args:
+    advantages: [B, T - margin] an estimator's output.
+    rewards: [B, T] the estimator's rewards.
+    values: [B, T] the estimator's values.
+    dones: [B, T] the estimator's dones.
+
+  Returns:
+    [B, T - margin] value targets.
+  """
+  n = jnp.shape(advantages)[1]
+  done = jnp.asarray(dones)[:, :n] > 0
+  rewards = jnp.asarray(rewards)[:, :n]
+  return jnp.where(done, rewards, jnp.asarray(values)[:, :n] + advantages)
 
 
 def td_k(gamma: float, margin: int) -> Estimator:
@@ -204,8 +248,10 @@ def td_k(gamma: float, margin: int) -> Estimator:
   """
   _check_factory_args(gamma, margin, min_margin=1)
 
-  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
-    del returns
+  def estimator(
+    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
+  ):
+    del returns, terminal  # Every done ends the bootstrap, as in Trax.
     rewards, values, dones, discount_mask, mask = _prepare(
       margin,
       rewards=rewards,
@@ -285,8 +331,10 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
-  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
-    del returns
+  def estimator(
+    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
+  ):
+    del returns, terminal  # Every done ends the bootstrap, as in Trax.
     rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
       margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
     )
@@ -349,8 +397,10 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
-  def estimator(rewards, returns, values, dones, discount_mask, mask=None):
-    del returns
+  def estimator(
+    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
+  ):
+    del returns, terminal  # Every done ends the bootstrap, as in Trax.
     rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
       margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
     )

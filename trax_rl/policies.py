@@ -29,10 +29,19 @@ def epsilon_greedy(
 ) -> jax.Array:
   """Greedy actions `[N]`, replaced by uniform ones with prob. epsilon.
 
+  Ties among the greedy actions go to the first maximal index
+  (`jnp.argmax`), as Trax's DQN acts, for every agent of trax_rl. Acme's DQN
+  actor differs there: `rlax.epsilon_greedy(epsilon).sample` draws its
+  greedy action uniformly among the tied maxima. The two agree whenever the
+  maximum is unique.
+
   Args:
     q_values: `[N, A]`.
     key: PRNG key.
     epsilon: scalar or per-row `[N]` exploration rate.
+
+  Returns:
+    `[N]` int32 actions.
   """
   n, n_actions = q_values.shape
   explore_key, action_key = jax.random.split(key)

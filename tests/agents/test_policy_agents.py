@@ -39,7 +39,10 @@ def _params(agent):
 
 def test_policy_gradient_learns_cartpole():
   agent = _pg(n_eval_episodes=10, seed=2)
-  agent.run(12)
+  # 20 epochs: with Trax's monte_carlo (no baseline at the terminal step)
+  # this seed's greedy return passes 300 at epoch 13 (at epoch 9 with the
+  # baseline kept there, the port's former estimator).
+  agent.run(20)
   # Same seed, same numbers every time; 500 is the maximum.
   assert agent.avg_returns_temperatures[0.0][500][-1] >= 300
   assert np.mean(agent.avg_returns[-3:]) > 2 * agent.avg_returns[0]

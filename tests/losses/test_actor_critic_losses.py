@@ -161,9 +161,14 @@ class AdvantageTest(chex.TestCase):
       np.testing.assert_allclose(adv, expected_adv)
       np.testing.assert_allclose(targets, expected_targets)
 
+  @chex.variants(with_jit=True, without_jit=True)
   def test_monte_carlo_estimator(self):
-    adv, targets = self._run(lambda f: f, advantages.monte_carlo(0.5, 0))
-    np.testing.assert_allclose(adv, [-8.0, -18.0, -23.0, -32.0, 0.0])
+    # Returns G = [2, 2, 7, 8]. As Trax's monte_carlo, the step where the
+    # episode terminated (1) has no baseline: A = G there. The cut at 3,
+    # with V(s_next) folded into its reward, keeps it: A = G - V = 8 - 40.
+    # The targets are Trax's: G, the (folded) reward at those last steps.
+    adv, targets = self._run(self.variant, advantages.monte_carlo(0.5, 0))
+    np.testing.assert_allclose(adv, [-8.0, 2.0, -23.0, -32.0, 0.0])
     np.testing.assert_allclose(targets, [2.0, 2.0, 7.0, 8.0, 0.0])
 
 

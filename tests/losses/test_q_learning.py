@@ -185,9 +185,24 @@ class ImportanceWeightsTest(parameterized.TestCase):
   )
   def test_normalized_by_max(self, beta, expected):
     w = q_parts.importance_weights(np.array([0.5, 0.25, 0.25]), beta)
-    # Acme's 1e-6 offset on p moves the weights by a few 1e-6.
-    np.testing.assert_allclose(w, expected, rtol=1e-5)
+    # Acme's DQN form: no offset on p (tests/fidelity has R2D2's).
+    np.testing.assert_allclose(w, expected, rtol=1e-6)
     self.assertEqual(w.dtype, jnp.float32)
+
+  def test_offset(self):
+    # (1 / (p + .5))**1 = [1, 4/3, 4/3] / (4/3).
+    w = q_parts.importance_weights(np.array([0.5, 0.25, 0.25]), 1.0, 0.5)
+    np.testing.assert_allclose(w, [0.75, 1.0, 1.0], rtol=1e-6)
+    with self.assertRaisesRegex(ValueError, 'offset'):
+      q_parts.importance_weights(np.array([0.5]), 1.0, -1e-6)
+
+  @parameterized.parameters(0.6, 2.0)
+  def test_underflowed_probability_gives_finite_weights(self, beta):
+    # p = 0 counts as float32's smallest normal (~1.2e-38): it gets 1, the
+    # other (1.2e-38 / .5)**beta, tiny but finite (1 / 0 would give NaN).
+    w = q_parts.importance_weights(np.array([0.0, 0.5], np.float32), beta)
+    self.assertTrue(np.all(np.isfinite(w)))
+    np.testing.assert_allclose(w, [1.0, 0.0], atol=1e-20)
 
 
 class QLearningTest(chex.TestCase):

@@ -25,10 +25,12 @@ class PrioritizedCategoricalDoubleQLearning:
   Bellemare et al., 2017, "A Distributional Perspective on Reinforcement
   Learning". The target distribution of the target network at the online
   network's greedy a' is shifted by r + d * z, projected onto the support
-  and matched by cross-entropy. Priorities are the per-example loss, as Acme.
+  and matched by cross-entropy. Priorities are the per-example loss, and the
+  importance weights `(1 / p)**beta / max((1 / p)**beta)` (no offset on p),
+  as Acme's `PrioritizedCategoricalDoubleQLearning`.
 
   Attributes:
-    importance_sampling_exponent: beta of `importance_weights`, >= 0.
+    importance_sampling_exponent: beta of `q_parts.importance_weights`, >= 0.
     max_abs_reward: reward clipping bound; None or inf disables clipping.
   """
 
@@ -88,6 +90,10 @@ class QrDqn:
   target quantiles and the batch). As Acme, rewards are not clipped; unlike
   Acme, the bootstrap uses the batch discount.
 
+  Metrics: Acme's `mean_loss` (the loss), plus those of every Q loss here
+  ('loss', 'abs_td', 'q_mean'). 'loss' is the same number, and the one
+  `supervised.update.make_update_fn` writes over it is too.
+
   Attributes:
     huber_param: kappa of the quantile Huber loss, >= 0; 0 gives the plain
       quantile (pinball) loss.
@@ -125,7 +131,8 @@ class QrDqn:
     loss = jnp.mean(per_example)
     q_sa = q_parts.select(jnp.mean(online.dist, axis=-1), action)
     td = reward + discount * jnp.max(q_t, axis=-1) - q_sa
-    return loss, types.LossExtra(metrics=q_parts.td_metrics(loss, td, q_sa))
+    metrics = dict(q_parts.td_metrics(loss, td, q_sa), mean_loss=loss)
+    return loss, types.LossExtra(metrics=metrics)
 
 
 def l2_project(z_p: jax.Array, probs: jax.Array, z_q: jax.Array) -> jax.Array:

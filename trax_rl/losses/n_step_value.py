@@ -22,7 +22,16 @@ class NStepValueLoss:
   td_k(margin) the n-step return sum_{i<n} gamma**i r_{t+i} + gamma**n
   values[t+n]. The estimator gets the batch mask, so a truncated or cut
   trajectory bootstraps from the value of its final observation (the first
-  padding row) and a terminated one does not.
+  padding row) and a terminated one does not. A step where the episode
+  terminated targets its reward, as Trax's (`advantages.value_targets`; its
+  `monte_carlo` gets there by zeroing values in place).
+
+  Metrics, as Trax DQN's `value_mean` and `returns_mean`, are in the
+  network's units: Q and targets divided by `value_scale` (Trax trains on
+  `target_returns / value_scale` and averages the raw network output), so
+  with `scale_value_targets` they are 1 - gamma times the Q-values'.
+  - value_mean: mean network output at the batch's actions, Q(s, a) / scale.
+  - returns_mean: mean target, target / scale.
 
   Attributes:
     advantage_estimator: `advantages` estimator built for (gamma, margin).
@@ -69,16 +78,19 @@ class NStepValueLoss:
     length = mask.shape[1]
     # With the mask, the first padding row (a truncated or cut trajectory's
     # final observation) is a bootstrap point, and a done one is not.
+    reward = jnp.asarray(batch.reward, jnp.float32)
+    done = jnp.asarray(batch.done, jnp.float32)
     advantage = self.advantage_estimator(
-      jnp.asarray(batch.reward, jnp.float32),
+      reward,
       jnp.asarray(batch.return_, jnp.float32),
       values,
-      jnp.asarray(batch.done, jnp.float32),
+      done,
       jnp.asarray(batch.env_info.discount_mask, jnp.float32),
       mask=mask,
     )
     n = length - self.margin
-    targets = jax.lax.stop_gradient(values[:, :n] + advantage)
+    targets = advantages.value_targets(advantage, reward, values, done)
+    targets = jax.lax.stop_gradient(targets)
     actions = jnp.asarray(batch.action[:, :n], jnp.int32)[..., None]
     q_sa = jnp.take_along_axis(q[:, :n], actions, axis=-1)[..., 0]
     error = (q_sa - targets) / self.value_scale
@@ -89,8 +101,9 @@ class NStepValueLoss:
     weights = mask[:, :n]
     total = jnp.maximum(jnp.sum(weights), 1.0)
     loss = jnp.sum(weights * per_step) / total
+    # In the network's units, as Trax's metrics (see the class docstring).
     metrics = {
-      'value_mean': jnp.sum(weights * q_sa) / total,
-      'returns_mean': jnp.sum(weights * targets) / total,
+      'value_mean': jnp.sum(weights * q_sa) / total / self.value_scale,
+      'returns_mean': jnp.sum(weights * targets) / total / self.value_scale,
     }
     return loss, types.LossExtra(metrics)

@@ -21,7 +21,8 @@ Conventions shared by the losses of this module:
   squared loss 0.5 * td**2 (the Huber loss's limit).
 - The distributional losses (C51, QR-DQN) are in `distributional`; the
   shared building blocks in `q_parts`.
-- Only the prioritized losses weight examples by `importance_weights` and
+- Only the prioritized losses weight examples by `importance_weights`
+  (Acme's DQN form, `(1 / p)**beta` normalized by its maximum) and
   return `LossExtra.priorities` ([B], for `Table.mutate_priorities`). The
   others return priorities=None, so a learner never writes priorities that
   its loss does not correct for.
@@ -190,9 +191,12 @@ class PrioritizedDoubleQLearning:
   van Hasselt et al., 2016, "Deep Reinforcement Learning with Double
   Q-learning"; Schaul et al., 2016, "Prioritized Experience Replay". The
   online network picks a' = argmax Q(s', .), the target network values it.
+  Examples are weighted as Acme's `PrioritizedDoubleQLearning`:
+  `(1 / p)**beta / max((1 / p)**beta)`, with no offset on p (R2D2's 1e-6 is
+  only in `r2d2.R2D2Loss`).
 
   Attributes:
-    importance_sampling_exponent: beta of `importance_weights`, >= 0.
+    importance_sampling_exponent: beta of `q_parts.importance_weights`, >= 0.
     huber_loss_parameter: Huber delta; None or inf for the squared loss.
     max_abs_reward: reward clipping bound; None or inf disables clipping.
   """

@@ -16,29 +16,49 @@ import rlax
 from trax_rl import types, validation
 from trax_rl.networks import base as networks_base
 
-_PROBABILITY_OFFSET = 1e-6  # Acme R2D2's, on each sampling probability.
+# Probabilities are floored here: below it 1 / p is no longer finite.
+_SMALLEST_PROBABILITY = float(jnp.finfo(jnp.float32).tiny)
 
 
-def importance_weights(probability: types.Array, exponent: float) -> jax.Array:
+def importance_weights(
+  probability: types.Array, exponent: float, offset: float = 0.0
+) -> jax.Array:
   """Prioritized-replay importance weights, normalized by their maximum.
 
-  w_i = (1 / (p_i + 1e-6))**exponent / max_j (1 / (p_j + 1e-6))**exponent,
-  as in Schaul et al., 2016, "Prioritized Experience Replay", with Acme's
-  R2D2 offset of 1e-6 on the probability: a probability that underflows to 0
-  still gives a finite weight. The table size factor of the paper cancels in
-  the normalization.
+  w_i = (1 / (p_i + offset))**exponent / max_j (1 / (p_j + offset))**exponent,
+  as in Schaul et al., 2016, "Prioritized Experience Replay"; the table size
+  factor of the paper cancels in the normalization.
+
+  Which source each loss follows:
+  - offset 0 (the default) is Acme's DQN family: `PrioritizedDoubleQLearning`
+    and `PrioritizedCategoricalDoubleQLearning` weigh by
+    `(1 / p)**beta / max((1 / p)**beta)` (acme/agents/jax/dqn/losses.py).
+  - offset 1e-6 is Acme's R2D2 learner, `1 / (p + 1e-6)`
+    (acme/agents/jax/r2d2/learning.py); only `r2d2.R2D2Loss` passes it.
+
+  Computed as (min_j p_j / p_i)**exponent, the same number without the
+  overflow of (1 / p)**exponent. A probability below float32's smallest
+  normal number (one that underflowed to 0, say) counts as that number, so
+  the weights stay finite where Acme's would be NaN; no larger probability
+  is affected.
 
   Args:
     probability: [B] sampling probability of each item, >= 0.
     exponent: the importance-sampling exponent beta: 0 gives uniform weights,
       1 fully corrects for non-uniform sampling.
+    offset: added to every probability first, >= 0.
 
   Returns:
     [B] float32 weights in (0, 1]; the rarest item gets 1.
+
+  Raises:
+    ValueError: if offset is negative.
   """
-  probability = jnp.asarray(probability, jnp.float32) + _PROBABILITY_OFFSET
-  weights = (1.0 / probability) ** exponent
-  return weights / jnp.max(weights)
+  if not offset >= 0:
+    raise ValueError(f'offset must be >= 0, got {offset!r}')
+  probability = jnp.asarray(probability, jnp.float32) + offset
+  probability = jnp.maximum(probability, _SMALLEST_PROBABILITY)
+  return (jnp.min(probability) / probability) ** exponent
 
 
 def check_shared_fields(loss: Any) -> None:

@@ -12,6 +12,10 @@ deliberate differences:
   errors of their own).
 - `Segment.discount` already holds gamma * (1 - terminated), so the loss
   never sees gamma.
+
+As Acme's R2D2 learner (and unlike its DQN losses), the importance weights
+add 1e-6 to every sampling probability: `(1 / (p + 1e-6))**beta`, normalized
+by the largest.
 """
 
 import dataclasses
@@ -24,6 +28,9 @@ import rlax
 from trax_rl import types, validation
 from trax_rl.losses import q_parts
 from trax_rl.networks import base as networks_base
+
+# Acme R2D2's offset on each sampling probability (its DQN losses have none).
+_PROBABILITY_OFFSET = 1e-6
 
 
 def signed_hyperbolic_pair() -> rlax.TxPair:
@@ -83,7 +90,9 @@ class R2D2Loss:
     burn_in_length: leading steps of each segment that only warm up the
       online and target core states (no loss, no gradient).
     bootstrap_n: n of the n-step return.
-    importance_sampling_exponent: beta of the prioritized-replay weights.
+    importance_sampling_exponent: beta of the prioritized-replay weights
+      `(1 / (p + 1e-6))**beta / max`, Acme R2D2's (`q_parts.importance_weights`
+      with offset 1e-6).
     max_priority_weight: eta in the priority mix (`mix_priorities`).
     value_transform: the pair `(h, h^-1)` the n-step targets are formed
       under: `signed_hyperbolic_pair()` (R2D2's h) or `identity_pair()`.
@@ -189,7 +198,9 @@ class R2D2Loss:
     td = td * mask[:-1]
     sequence_loss = 0.5 * jnp.sum(jnp.square(td), axis=0)  # [B]
     weights = q_parts.importance_weights(
-      batch.probability, self.importance_sampling_exponent
+      batch.probability,
+      self.importance_sampling_exponent,
+      offset=_PROBABILITY_OFFSET,
     )
     loss = jnp.mean(weights * sequence_loss)
     abs_td = jnp.abs(td)

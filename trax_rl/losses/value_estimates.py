@@ -186,8 +186,13 @@ def advantages_and_targets(
     next_values: [N] V(s_{t+1}); read only where boundary is 1.
 
   Returns:
-    (advantages [N], value targets [N] = values + advantages), both 0 on
-    padding.
+    (advantages [N], value targets [N]), both 0 on padding. The targets
+    are Trax's, `advantages.value_targets`: values + advantages, and the
+    (folded) reward at a trajectory's last step, whatever the estimator.
+    `monte_carlo` drops the baseline where an episode terminated (its
+    advantage there is the reward alone, Trax's), not where a trajectory
+    was cut and bootstrapped (r + gamma V(s_next) - V(s), as every other
+    estimator).
   """
   values = values * mask
   reward = (reward + gamma * boundary * next_values) * mask
@@ -199,9 +204,16 @@ def advantages_and_targets(
   reward, values_p = pad(reward, 0.0), pad(values, 0.0)
   dones = pad(dones.astype(reward.dtype), 1.0)
   returns = advantages_lib.discounted_returns(reward, gamma * (1.0 - dones))
-  adv = estimator(reward, returns, values_p, dones, jnp.ones_like(reward))[0]
-  adv = adv * mask
-  return adv, (values + adv) * mask
+  adv = estimator(
+    reward,
+    returns,
+    values_p,
+    dones,
+    jnp.ones_like(reward),
+    terminal=pad(terminal.astype(reward.dtype), 1.0),
+  )
+  targets = advantages_lib.value_targets(adv, reward, values_p, dones)[0]
+  return adv[0] * mask, targets * mask
 
 
 def explained_variance(
