@@ -72,23 +72,39 @@ def _build(config: str, seed: int, gymnasium: bool, extra=()):
   return agent, agent_name, per_epoch
 
 
-def _evaluate(agent, episodes: int, seed: int) -> list[float]:
+def _greedy(agent, index=0):
+  """(greedy policy, learner of seed `index`, initial core) on the device."""
+  if hasattr(agent, 'program'):  # A program agent.
+    program = agent.program
+    learner = agent.runner.learner_of(index)
+    return program.policy(0.0), learner, program.initial_core
+  program = agent.device_program()
+  return program.greedy, agent.device_learner(), program.initial_core
+
+
+def _sgd_steps(agent, index=0) -> int:
+  if hasattr(agent, 'program'):
+    return int(agent.runner.learner_of(index).train.step)
+  return int(agent.trainer.step)
+
+
+def _evaluate(agent, episodes: int, seed: int, index: int = 0) -> list[float]:
   """Greedy returns of `episodes` episodes (compiled on a JAX env)."""
   task = agent.task
   if task.jax_env is not None:
-    program = agent.device_program()
+    greedy, learner, initial_core = _greedy(agent, index)
     play = jax.jit(
       lambda learner, key: evaluate.evaluate(
         task.jax_env,
-        program.greedy,
+        greedy,
         learner,
         key,
         episodes,
         task.max_steps or 500,
-        program.initial_core,
+        initial_core,
       )
     )
-    returns = play(agent.device_learner(), jax.random.PRNGKey(10_000 + seed))
+    returns = play(learner, jax.random.PRNGKey(10_000 + seed))
     return [float(r) for r in np.asarray(returns)]
   policy = agent.make_policy(0.0, evaluation=True)
   result = task.collect(policy, n_trajectories=episodes, only_eval=True)
@@ -99,7 +115,7 @@ def run(config: str, seed: int, args, gymnasium: bool) -> dict:
   start = time.perf_counter()
   agent, agent_name, per_epoch = _build(config, seed, gymnasium, args.bindings)
   per_call = 1
-  if agent.device_program() is not None:
+  if agent.task.jax_env is not None:
     per_call = configurables.query('train_rl.epochs_per_call', 1)
   agent.run(max(1, -(-args.steps // per_epoch)), epochs_per_call=per_call)
   wall = time.perf_counter() - start
@@ -112,7 +128,7 @@ def run(config: str, seed: int, args, gymnasium: bool) -> dict:
     'agent': agent_name,
     'seed': seed,
     'env_steps': int(steps),
-    'sgd_steps': int(agent.trainer.step),
+    'sgd_steps': _sgd_steps(agent),
     'wall_s': round(wall, 2),
     'env_steps_per_s': round(steps / wall, 1),
     'eval_return': round(float(np.mean(returns)), 1),
@@ -141,18 +157,20 @@ def run_vmapped(config: str, args) -> list[dict]:
   group = configurables.train_rl(output_dir=None)
   wall = time.perf_counter() - start
   records = []
-  for agent in group.agents:
-    returns = _evaluate(agent, args.eval_episodes, agent.seed)
+  if hasattr(group, 'program'):  # A program agent: one runner of k seeds.
+    members = [(group, i, s) for i, s in enumerate(group.runner.seeds)]
+  else:
+    members = [(a, 0, a.seed) for a in group.agents]
+  for agent, index, seed in members:
+    returns = _evaluate(agent, args.eval_episodes, seed, index)
     records.append(
       {
         'config': config,
         'path': 'device_vmapped_seeds',
         'agent': agent_name,
-        'seed': agent.seed,
-        'env_steps': int(
-          getattr(agent, 'env_steps', group.current_epoch * per_epoch)
-        ),
-        'sgd_steps': int(agent.trainer.step),
+        'seed': seed,
+        'env_steps': int(group.current_epoch * per_epoch),
+        'sgd_steps': _sgd_steps(agent, index),
         'wall_s_all_seeds': round(wall, 2),
         'wall_s': round(wall / n_seeds, 2),
         'eval_return': round(float(np.mean(returns)), 1),

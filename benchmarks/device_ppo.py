@@ -43,11 +43,11 @@ import time
 
 import gymnax  # noqa: F401 - imported before any timing, as PureJaxRL's runner does
 import jax
+import jax.numpy as jnp
 import numpy as np
 import peers
 
 from trax_rl import compile_cache, configurables
-from trax_rl.device import epoch as device_epoch
 from trax_rl.device import evaluate, rollout
 
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
@@ -131,13 +131,13 @@ def split(config, repeats, k=50):
   """
   configurables.parse([config], [])
   agent = configurables.train_rl(output_dir=None, build_only=True)
-  program, task = agent.device_program(), agent.task
-  env, learner = task.jax_env, agent.device_learner()
+  program, task = agent.program, agent.task
+  env, learner = task.jax_env, agent.learner
   n_steps = -(-agent.n_interactions_per_epoch // task.n_envs)
   collect = functools.partial(
     rollout.rollout,
     env,
-    program.policy,
+    program.policy(1.0),
     n_steps=n_steps,
     max_steps=task.max_steps,
   )
@@ -159,16 +159,21 @@ def split(config, repeats, k=50):
     return (program.train(learner, steps, train_key)[0], key), None
 
   def whole(state, _):
-    return device_epoch.epoch_fn(env, program, n_steps, task.max_steps, state)
+    learner, c, key = state
+    key, train_key = jax.random.split(key)
+    c, out = collect(learner, c)
+    return (program.train(learner, out, train_key)[0], c, key), None
 
-  state = device_epoch.DeviceState(learner, carry, jax.random.PRNGKey(2))
-  runner = agent.device_runner()
-  runner.set_epochs_per_call(k)
+  source = agent.runner.source
+  source.set_epochs_per_call(k)
   parts = {
     'rollout': (scanned(roll), carry),
     'train': (scanned(fit), (learner, jax.random.PRNGKey(1))),
-    'epoch': (scanned(whole), state),
-    'runner': (runner.run_epochs, k),
+    'epoch': (scanned(whole), (learner, carry, jax.random.PRNGKey(2))),
+    'runner': (
+      lambda n: source.run_epochs(jax.tree.map(jnp.copy, learner), n)[0],
+      k,
+    ),
   }
   times = {name: [] for name in parts}
   for fn, arg in parts.values():

@@ -20,7 +20,6 @@ import json, os, sys
 os.environ.setdefault('TRAX_RL_COMPILATION_CACHE', 'off')
 import gin, jax
 from trax_rl import configurables, gin_registry
-from trax_rl.device import seeds
 
 def status():
   fields = {}
@@ -35,18 +34,14 @@ configurables.parse([config], [f'train_rl.n_seeds={k}'])
 name = configurables.query('train_rl.agent_class').selector
 out = {'config': config, 'n_seeds': k, 'epochs': epochs, 'start': status()}
 cls = gin.get_configurable(name)
-agents = [cls(task=gin_registry.RLTask(), output_dir=None)]
-agents += [
-  cls(task=gin_registry.RLTask(), output_dir=None, seed=agents[0].seed + i)
-  for i in range(1, k)
-]
+agent = cls(task=gin_registry.RLTask(), output_dir=None)
+agent.use_seeds(k)
 out['agents_built'] = status()
 out['learner_mb_per_seed'] = round(
-  sum(x.nbytes for x in jax.tree.leaves(agents[0].device_learner())) / 2**20
+  sum(x.nbytes for x in jax.tree.leaves(agent.runner.learner_of(0))) / 2**20
 )
-batch = seeds.SeedBatch(agents, None)
 out['batch_built'] = status()
-batch.run(epochs)
+agent.run(epochs)
 out['trained'] = status()
 print(json.dumps(out))
 """

@@ -239,10 +239,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
   ref, run = _final_state(ref_dir), _final_state(run_dir)
   assert run['epoch'] == ref['epoch'] == 6
   assert run['avg_returns'] == ref['avg_returns']
-  for a, b in zip(
-    ref['state']['policy']['leaves'], run['state']['policy']['leaves']
-  ):
-    np.testing.assert_array_equal(a, b)  # Params and optimizer state.
+  for a, b in zip(ref['learner'], run['learner'], strict=True):
+    np.testing.assert_array_equal(a, b)  # Params, optimizer state, ring.
   epochs = [
     json.loads(x)['epoch']
     for x in (run_dir / 'metrics.jsonl').read_text().splitlines()

@@ -137,7 +137,7 @@ def test_a_run_compiles_its_programs_with_the_options(tmp_path, config):
   # the epoch program (one epoch per call) holds the last two.
   assert 'jit__init_batch' in programs, programs
   if agent.task.jax_env is not None:
-    assert 'jit_once' in programs, programs
+    assert 'jit_call' in programs, programs
   else:
     assert len(programs - {'jit_negative', 'jit__init_batch'}) >= 2, programs
   assert compile_options.current() == {}

@@ -52,8 +52,9 @@ def _documented_names(obj) -> set[str]:
   if hasattr(obj, 'parameter_names'):
     for owner in inspect.getmro(obj):
       docs.append(inspect.getdoc(owner.__dict__.get('__init__')) or '')
-    docs.append(inspect.getdoc(obj.configure) or '')
-    docs.append(inspect.getdoc(obj.layout_class.__init__) or '')
+    if hasattr(obj, 'configure'):  # The actor-critic family.
+      docs.append(inspect.getdoc(obj.configure) or '')
+      docs.append(inspect.getdoc(obj.layout_class.__init__) or '')
   names, inside = set(), False
   for line in '\n'.join(docs).splitlines():
     if _SECTION.match(line):
@@ -226,7 +227,10 @@ def _outcome(agent_name, **overrides):
   agent = BASELINES[agent_name](seed=0, **overrides)
   records = []
   agent.run(1, callbacks=[lambda _, record: records.append(record)])
-  params = {name: t.params for name, t in agent.trainers().items()}
+  if hasattr(agent, 'program'):  # A program agent: its whole learner.
+    params = agent.learner
+  else:
+    params = {name: t.params for name, t in agent.trainers().items()}
   record = {
     k: v for k, v in records[0].items() if not k.endswith('_s')
   }  # Timings always differ.

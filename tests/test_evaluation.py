@@ -20,7 +20,7 @@ def _agent(env, max_steps=None, output_dir=None):
     t,
     model_fn=functools.partial(models.Policy, body=models.MLP),
     batch_size=2,
-    n_trajectories_per_epoch=1,
+    n_interactions_per_epoch=2,
     lr_schedule=lambda: 1e-3,
     output_dir=output_dir,
   )

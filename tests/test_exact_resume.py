@@ -171,10 +171,8 @@ def test_dqn_cartpole_killed_and_resumed_equals_uninterrupted(capsys, tmp_path):
   assert 'restart' not in capsys.readouterr().err
   assert _records(run) == _records(ref)
   ours, theirs = (checkpoint.load(d / 'checkpoint.pkl') for d in (run, ref))
-  for a, b in zip(
-    ours['state']['value']['leaves'], theirs['state']['value']['leaves']
-  ):
+  for a, b in zip(ours['learner'], theirs['learner'], strict=True):
     np.testing.assert_array_equal(a, b)
-  # Episodes ran across epoch ends: some trajectories are cut slices.
-  task_state = ours['task']
-  assert task_state['collector']['running']['ep_len'].any()
+  # Episodes ran across epoch ends: the envs were saved mid-episode.
+  running = ours['source']['envs']['seeds'][0]['running']
+  assert running['episode_length'].any()

@@ -8,6 +8,7 @@ import pytest
 
 from trax_rl import configurables
 from trax_rl.agents import checks
+from trax_rl.sources import device as device_source
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'gin').glob('*.gin'))
@@ -57,6 +58,9 @@ def test_gymnax_config_builds_on_the_device_path_and_checks(config):
   agent = configurables.train_rl(output_dir=None, build_only=True)
   assert agent.task.jax_env is not None
   # Every shipped gymnax config trains in compiled epochs, not from the host.
-  assert agent.device_program() is not None
+  if hasattr(agent, 'program'):  # A program agent.
+    assert isinstance(agent.runner.source, device_source.DeviceSource)
+  else:
+    assert agent.device_program() is not None
   assert checks.check(agent)['update'] == 'compiled'
   gin.clear_config()

@@ -10,6 +10,7 @@ import gin
 import jax
 
 from trax_rl import configurables
+from trax_rl.sources import device as device_source
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOSSES = ('dqn', 'dqnreg', 'mdqn', 'pdqn', 'c51', 'qrdqn')
@@ -41,7 +42,7 @@ def test_one_config_trains_one_small_epoch(tmp_path):
   configurables.parse([str(ROOT / 'gin/gymnax/pdqn_cartpole.gin')], small)
   agent = configurables.train_rl(output_dir=str(tmp_path))
   assert agent.current_epoch == 1
-  assert agent.trainer.step > 0
+  assert int(agent.learner.train.step) > 0
   assert (tmp_path / 'checkpoint.pkl').exists()
   gin.clear_config()
 
@@ -57,9 +58,9 @@ def test_r2d2_masked_config_trains_on_the_device(tmp_path):
   config = ROOT / 'gin/gymnax/r2d2_cartpole_masked.gin'
   configurables.parse([str(config)], small)
   agent = configurables.train_rl(output_dir=str(tmp_path))
-  assert agent.device_program() is not None
+  assert isinstance(agent.runner.source, device_source.DeviceSource)
   assert agent.current_epoch == 1
-  assert agent.trainer.step > 0
+  assert int(agent.learner.train.step) > 0
   # The env hides the velocities, after resets and steps alike.
   env = agent.task.jax_env
   observation, state = env.reset(jax.random.PRNGKey(0))

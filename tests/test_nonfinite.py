@@ -8,11 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 
 from trax_rl import checkpoint, cli
 from trax_rl.networks import base as networks
-from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 from trax_rl.testing import fake_envs
 
@@ -38,97 +36,43 @@ def _sqrt_loss(network, params, target_params, batch, key):
   )
 
 
-def _batches(nan_at_step):
-  """Steps 1, 2, ...; the batch of step `nan_at_step` has a NaN target."""
-  step = 0
-  while True:
-    step += 1
-    y = np.full(4, np.nan if step == nan_at_step else 1.0, np.float32)
-    yield {'x': np.ones((4, 2), np.float32), 'y': y}
+def _batch(y=1.0):
+  return {'x': np.ones((4, 2), np.float32), 'y': np.full(4, y, np.float32)}
 
 
-def _trainer(loss=_squared_loss, lr=0.01, stream=None, **kwargs):
-  return trainer_lib.Trainer(
-    LINEAR,
-    loss,
-    optax.sgd(lr),
-    batch_stream=stream if stream is not None else _batches(3),
-    **kwargs,
+def _update(loss=_squared_loss, lr=0.01):
+  opt = optax.sgd(lr)
+  state = update.init_state(LINEAR, opt, jax.random.PRNGKey(0))
+  return jax.jit(update.make_update_fn(LINEAR, loss, opt)), state
+
+
+def _read(state):
+  return update.describe(
+    update.read_health(state.health, state.params, state.step)
   )
 
 
 def test_first_nonfinite_loss_is_recorded_with_its_step():
-  trainer = _trainer()
-  trainer.train_steps(2)
-  assert trainer.nonfinite() is None
-  trainer.train_steps(3)  # Step 3 has a NaN loss; later ones NaN too.
-  assert trainer.nonfinite() == (3, 'loss')
-  trainer.clear_nonfinite()
-  # The parameters stay NaN, and the read says so.
-  assert trainer.nonfinite() == (5, 'parameters')
-  trainer.clear_nonfinite()
-  trainer.train_steps(1)  # The NaN parameters give a NaN loss at step 6.
-  assert trainer.nonfinite() == (6, 'loss')
+  fn, state = _update()
+  for _ in range(2):
+    state, _ = fn(state, _batch())
+  assert _read(state) is None
+  for y in (np.nan, 1.0, 1.0):  # Step 3 has a NaN loss; later ones NaN too.
+    state, _ = fn(state, _batch(y))
+  assert _read(state) == (3, 'loss')
 
 
-@pytest.mark.parametrize('num_steps', [1, 3])
-def test_parameters_and_gradients_are_checked(num_steps):
+def test_parameters_and_gradients_are_checked():
   # A NaN learning rate: a finite loss and gradients, NaN parameters.
-  def stacked(stream):
-    for _ in range(1000):
-      batches = [next(stream) for _ in range(num_steps)]
-      yield jax.tree.map(lambda *xs: np.stack(xs), *batches)
-
-  stream = _batches(nan_at_step=None)
-  if num_steps > 1:
-    stream = stacked(stream)
-  trainer = _trainer(lr=float('nan'), stream=stream, num_steps=num_steps)
-  trainer.train_steps(1)
-  if num_steps == 1:  # The read checks the parameters update 1 left.
-    assert trainer.nonfinite() == (1, 'parameters')
-    trainer.clear_nonfinite()
-    trainer.train_steps(1)
-  # The first update after the NaN parameters has a NaN loss.
-  assert trainer.nonfinite() == (2, 'loss')
+  fn, state = _update(lr=float('nan'))
+  state, _ = fn(state, _batch())
+  assert _read(state) == (1, 'parameters')
+  state, _ = fn(state, _batch())  # The NaN parameters: a NaN loss.
+  assert update.describe(state.health) == (2, 'loss')
   # An infinite gradient at a finite loss: the parameters it updates.
-  zero_x = iter(lambda: {'x': np.zeros((1, 2), np.float32)}, None)
-  grads = trainer_lib.Trainer(
-    LINEAR, _sqrt_loss, optax.sgd(0.1), batch_stream=zero_x
-  )
-  grads.train_steps(1)
-  assert grads.nonfinite() == (1, 'parameters')
-
-
-def test_guard_off_changes_nothing_but_the_check():
-  on, off = _trainer(), _trainer()
-  off.set_check_finite(False)
-  assert on.check_finite and not off.check_finite
-  on.train_steps(2), off.train_steps(2)
-  # The same updates; the guarded program also checks its loss, which XLA
-  # may fuse with them: equal up to float rounding.
-  for a, b in zip(jax.tree.leaves(on.state_dict()), off.state_dict()['leaves']):
-    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-  off.train_steps(2)  # NaN at step 3, unseen.
-  assert off.nonfinite() is None
-  # The checkpoint holds no Health, so either loads into the other.
-  assert len(on.state_dict()['leaves']) == len(off.state_dict()['leaves'])
-  on.load_state_dict(off.state_dict())
-  # The loaded Health is clear, and the read still sees the NaN parameters.
-  assert on.check_finite and on.nonfinite() == (4, 'parameters')
-
-
-def test_collection_counts_nonfinite_observations():
-  from trax_rl import task as task_lib
-
-  t = task_lib.RLTask(
-    lambda: fake_envs.NonFiniteEnv(nan_observation_from_episode=1),
-    initial_trajectories=0,
-  )
-  policy = lambda obs, first: (np.zeros(len(obs), np.int64), {})
-  t.collect_trajectories(policy, n_trajectories=1)
-  assert t.n_nonfinite_observations() == 0
-  t.collect_trajectories(policy, n_trajectories=1)
-  assert t.n_nonfinite_observations() == 5  # Five steps of episode 1.
+  fn, state = _update(loss=_sqrt_loss, lr=0.1)
+  state, _ = fn(state, {'x': np.zeros((1, 2), np.float32)})
+  assert _read(state) == (1, 'parameters')
 
 
 # The command line, on one env that turns NaN at a known episode. Each epoch
@@ -196,7 +140,8 @@ def test_nan_loss_stops_with_exit_3_and_keeps_the_last_finite_epoch(
   ).read_bytes()
   state = checkpoint.load(run / 'checkpoint.pkl')
   assert state['epoch'] == 2
-  assert all(np.isfinite(x).all() for x in state['state']['policy']['leaves'])
+  floats = [x for x in state['learner'] if np.issubdtype(x.dtype, np.floating)]
+  assert floats and all(np.isfinite(x).all() for x in floats)
   assert len((run / 'metrics.jsonl').read_text().splitlines()) == 2
   assert not list(run.rglob('*.tmp*'))
   # On purpose: warn once per epoch and train on.

@@ -161,7 +161,7 @@ def test_dqn_file_builds_its_network_with_trax_initializers():
   )
   agent = configurables.train_rl(output_dir=None)
   # The target took the params before the first update: the initial ones.
-  initial = agent.trainer.state.target_params['params']
+  initial = agent.learner.train.target_params['params']
   layers = [initial['MLP_0']['Dense_0'], initial['Dense_0']]  # Body, head.
   for layer in layers:
     assert 0 < np.abs(np.asarray(layer['bias'])).max() < 1e-5

@@ -12,12 +12,18 @@ from typing import Any
 
 from etils import epath
 
-from trax_rl import configurables, evaluation, metrics, shipped_configs
-from trax_rl.agents import base
-from trax_rl.device import seeds
+from trax_rl import (
+  checkpoint,
+  configurables,
+  evaluation,
+  metrics,
+  shipped_configs,
+)
+from trax_rl.agents import program_agent
+from trax_rl.run import runner as runner_lib
 
 # callback(agent, record) -> True to stop after this epoch.
-Callback = Callable[[base.Agent, dict[str, Any]], bool | None]
+Callback = Callable[[program_agent.ProgramAgent, dict[str, Any]], bool | None]
 
 
 @dataclasses.dataclass
@@ -31,7 +37,7 @@ class Run:
       output_dir, all epochs of the run, also those before a resume.
   """
 
-  agent: base.Agent
+  agent: program_agent.ProgramAgent
   records: list[dict[str, Any]]
 
 
@@ -73,7 +79,7 @@ def train(
   configurables.parse(files, extra)
   records = []
 
-  def keep(_: base.Agent, record: dict[str, Any]) -> None:
+  def keep(_: program_agent.ProgramAgent, record: dict[str, Any]) -> None:
     records.append(dict(record))  # The record names its epoch.
 
   agent = configurables.train_rl(
@@ -84,7 +90,9 @@ def train(
   return Run(agent, records)
 
 
-def load(output_dir: str, seed: int | None = None) -> base.Agent:
+def load(
+  output_dir: str, seed: int | None = None
+) -> program_agent.ProgramAgent:
   """Builds the agent of a trained run from its config.gin and checkpoint.
 
   Args:
@@ -98,7 +106,9 @@ def load(output_dir: str, seed: int | None = None) -> base.Agent:
   return _load(output_dir, seed)[0]
 
 
-def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
+def _load(
+  output_dir: str, seed: int | None
+) -> tuple[program_agent.ProgramAgent, int]:
   """(agent, the epoch its checkpoint holds); see `load`."""
   config = epath.Path(output_dir) / configurables.CONFIG_FILE
   if not config.exists():
@@ -108,8 +118,11 @@ def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
     )
   configurables.parse([os.fspath(config)])
   if configurables.query('train_rl.n_seeds', 1) > 1:  # A seed batch.
-    ckpt = seeds.read_checkpoint(output_dir)
-    batch = [int(s) for s in ckpt['seeds']]
+    path = epath.Path(output_dir) / runner_lib.CHECKPOINT_FILE
+    if not path.exists():
+      raise ValueError(f'{output_dir} has no checkpoint to evaluate')
+    ckpt = checkpoint.load(path)
+    batch = [int(s) for s in ckpt.get('seeds', ())]
     if seed not in batch:
       which = '' if seed is None else f', not seed {seed}'
       raise ValueError(
@@ -119,7 +132,8 @@ def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
     name = configurables.query('train_rl.agent_class').selector
     configurables.parse([os.fspath(config)], [f'{name}.seed = {seed}'])
     agent = configurables.train_rl(output_dir=None, build_only=True)
-    return agent, seeds.load_seed(agent, ckpt, seed)
+    agent.runner.load_seed(ckpt, path, seed)
+    return agent, agent.current_epoch
   agent = configurables.train_rl(output_dir=output_dir, build_only=True)
   if not agent.restore():
     raise ValueError(f'{output_dir} has no checkpoint to evaluate')
@@ -131,7 +145,7 @@ def _load(output_dir: str, seed: int | None) -> tuple[base.Agent, int]:
 
 
 def evaluate(
-  agent: base.Agent | str,
+  agent: program_agent.ProgramAgent | str,
   episodes: int = 10,
   temperature: float = 0.0,
   video: str | None = None,

@@ -168,13 +168,15 @@ def unflatten_like(template: Any, leaves: list[Any], name: str) -> Any:
       f'{name}: checkpoint has {len(leaves)} arrays, the model has '
       f'{len(t_leaves)} (was it written with another config?)'
     )
+  # The template's leaves may be arrays or `jax.ShapeDtypeStruct`s.
+  shape = lambda t: tuple(t.shape) if hasattr(t, 'shape') else np.shape(t)
+  dtype = lambda t: t.dtype if hasattr(t, 'dtype') else np.asarray(t).dtype
   for i, (t, leaf) in enumerate(zip(t_leaves, leaves)):
-    if np.shape(t) != np.shape(leaf):
+    if shape(t) != np.shape(leaf):
       raise CheckpointError(
         f'{name}: array {i} has shape {np.shape(leaf)} in the checkpoint, '
-        f'{np.shape(t)} in the model (was it written with another config?)'
+        f'{shape(t)} in the model (was it written with another config?)'
       )
   return jax.tree.unflatten(
-    treedef,
-    [np.asarray(x, np.asarray(t).dtype) for t, x in zip(t_leaves, leaves)],
+    treedef, [np.asarray(x, dtype(t)) for t, x in zip(t_leaves, leaves)]
   )

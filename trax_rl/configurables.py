@@ -24,8 +24,11 @@ from trax_rl import (
   trax_compat,
   validation,
 )
-from trax_rl.agents import base, checkpointing, nonfinite, restoring
-from trax_rl.device import seeds
+from trax_rl.agents import (
+  checkpointing,
+  program_agent,
+  restoring,
+)
 from trax_rl.distributed import multihost as multihost_lib
 
 CONFIG_FILE = 'config.gin'
@@ -170,9 +173,9 @@ def first_line(error: BaseException) -> str:
 @gin.configurable
 def train_rl(
   output_dir: str | None = None,
-  agent_class: Callable[..., base.Agent] = gin.REQUIRED,
+  agent_class: Callable[..., program_agent.ProgramAgent] = gin.REQUIRED,
   n_epochs: int = 10,
-  callbacks: Sequence[base.EpochCallback] = (),
+  callbacks: Sequence[program_agent.EpochCallback] = (),
   build_only: bool = False,
   on_nonfinite: str = 'stop',
   strict: bool = False,
@@ -186,7 +189,7 @@ def train_rl(
   process_id: int | None = None,
   compilation_cache: str | None = compile_cache.DEFAULT,
   compiler_options: Mapping[str, Mapping[str, Any]] | None = None,
-) -> base.Agent | seeds.SeedBatch:
+) -> program_agent.ProgramAgent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
   A run finding a checkpoint in output_dir continues from it: n_epochs counts
@@ -216,16 +219,16 @@ def train_rl(
       all seeds after every compiled call, so it resumes as a single run
       does (with the same seed and n_seeds).
     epochs_per_call: on the device path, run up to this many epochs in one
-      compiled call (fewer host round trips; `Agent.run` says what happens
-      once per call instead of once per epoch). Needs a JAX env.
-    collector: where experience comes from: `@LocalCollector` (None, the
-      default: the task's own envs) or `@RayCollector` (rollout actors; its
-      knobs bound in gin). Actors build their agent from this gin config.
+      compiled call on a JAX env, in one source call on gymnasium envs
+      (fewer host round trips; evaluations happen once per call).
+    collector: where experience comes from: None (the default: the task's
+      own envs) or `@RayCollector` (rollout actors; its knobs bound in
+      gin). Actors build their agent from this gin config.
     multihost: run the learner as one process of a multi-host job (one
-      process per host, `jax.distributed`): every Trainer updates on the
-      global mesh, each process collects with its own collector (its envs
-      or its rollout actors), and only process 0 writes output_dir (which
-      every process reads on resume).
+      process per host, `jax.distributed`): the program runs over the
+      processes' axis, each process collects with its own envs or rollout
+      actors, and only process 0 writes output_dir (which every process
+      reads on resume).
     coordinator_address: with multihost, process 0's 'host:port'; None:
       $JAX_COORDINATOR_ADDRESS or JAX's cluster detection.
     num_processes: with multihost, the number of processes; None:
@@ -268,56 +271,77 @@ def train_rl(
       query('RLTask.env'),
     )
   with compile_options.applied(compiler_options):
-    if n_seeds > 1 and not build_only:
-      return _train_seeds(
-        agent_class,
-        output_dir,
-        n_epochs,
-        callbacks,
-        n_seeds,
-        epochs_per_call,
-        strict,
-        allow_config_change,
-        on_nonfinite,
-      )
-    try:
-      with restoring.restore_deferred():  # The config is compared first.
-        agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
-    except TypeError as e:
-      raise config_checks.binding_error(e) from None
-    if build_only:
-      agent.restore()
-      return agent
-    if collector is not None:
-      agent_collector = collector()
-      agent_collector.set_agent_factory(
-        functools.partial(build_agent, gin.config_str())
-      )
-      agent.set_collector(agent_collector)
-    try:
-      changed = _config_changes(output_dir, allow_config_change)
-      agent.restore()
-      if multihost:
-        multihost_lib.join_agent(agent)
-      agent.run(
-        n_epochs,
-        n_epochs_is_total_epochs=True,
-        callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
-        on_nonfinite=on_nonfinite,
-        epochs_per_call=epochs_per_call,
-      )
-    finally:
-      agent.close()
+    return _train_program(
+      agent_class,
+      output_dir,
+      n_epochs,
+      callbacks,
+      n_seeds,
+      epochs_per_call,
+      strict,
+      allow_config_change,
+      on_nonfinite,
+      build_only,
+      collector,
+      multihost,
+    )
+
+
+def _train_program(
+  agent_class,
+  output_dir,
+  n_epochs,
+  callbacks,
+  n_seeds,
+  epochs_per_call,
+  strict,
+  allow_config_change,
+  on_nonfinite,
+  build_only,
+  collector,
+  multihost,
+):
+  """`train_rl` of a program agent: one runner for its seeds."""
+  try:
+    with restoring.restore_deferred():  # The config is compared first.
+      agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
+  except TypeError as e:
+    raise config_checks.binding_error(e) from None
+  if build_only:
+    agent.restore()
     return agent
+  if multihost:
+    agent.join_job()
+  if collector is not None:
+    agent.set_collector(
+      collector(), functools.partial(build_agent, gin.config_str())
+    )
+  try:
+    if n_seeds > 1:
+      agent.use_seeds(n_seeds)
+    changed = _config_changes(output_dir, allow_config_change)
+    agent.restore()
+    agent.run(
+      n_epochs,
+      n_epochs_is_total_epochs=True,
+      callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
+      on_nonfinite=on_nonfinite,
+      epochs_per_call=epochs_per_call,
+    )
+  finally:
+    agent.close()
+  return agent
 
 
 def _after_first_epoch(
   output_dir: str | None, strict: bool, changed: list[str]
-) -> base.EpochCallback:
+) -> program_agent.EpochCallback:
   """Writes config.gin and reports unused bindings, after the first epoch."""
   done = False
 
-  def callback(agent: base.Agent, record: dict[str, Any]) -> None:
+  def callback(
+    agent: program_agent.ProgramAgent, record: dict[str, Any]
+  ) -> None:
     nonlocal done
     del agent, record
     if done:
@@ -348,52 +372,7 @@ def _config_changes(output_dir: str | None, allow: bool) -> list[str]:
   )
 
 
-def _train_seeds(
-  agent_class,
-  output_dir,
-  n_epochs,
-  callbacks,
-  n_seeds,
-  epochs_per_call,
-  strict,
-  allow_config_change,
-  on_nonfinite,
-):
-  """Builds n_seeds agents (seeds seed..seed+k-1) and trains them at once.
-
-  Resumes from output_dir's checkpoint as a single agent does (the config
-  compared first; n_epochs counts the epochs restored).
-  """
-  changed = _config_changes(output_dir, allow_config_change)
-  try:
-    first = agent_class(task=gin_registry.RLTask(), output_dir=None)
-    agents = [first] + [
-      agent_class(
-        task=gin_registry.RLTask(), output_dir=None, seed=first.seed + i
-      )
-      for i in range(1, n_seeds)
-    ]
-  except TypeError as e:
-    raise config_checks.binding_error(e) from None
-  nonfinite.check_policy(on_nonfinite)
-  for agent in agents:  # Before stacking: 'off' drops the Health leaves.
-    for trainer in agent.trainers().values():
-      trainer.set_check_finite(on_nonfinite != 'off')
-  group = seeds.SeedBatch(agents, output_dir)
-  try:
-    group.run(
-      n_epochs,
-      [_after_first_epoch(output_dir, strict, changed), *callbacks],
-      epochs_per_call,
-      n_epochs_is_total_epochs=True,
-      on_nonfinite=on_nonfinite,
-    )
-  finally:
-    group.close()
-  return group
-
-
-def build_agent(config: str) -> base.Agent:
+def build_agent(config: str) -> program_agent.ProgramAgent:
   """The agent a gin config describes, without output_dir (actors' copy)."""
   gin.clear_config()
   gin.parse_config(config)

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from trax_rl import envs, validation
-from trax_rl.agents import base
+from trax_rl.agents import program_agent
 
 VIDEO_SUFFIXES = ('.mp4', '.gif')
 
@@ -42,7 +42,9 @@ def check_temperature(temperature: Any) -> float:
 
 
 def evaluate(
-  agent: base.Agent, n_episodes: int = 10, temperature: float = 0.0
+  agent: program_agent.ProgramAgent,
+  n_episodes: int = 10,
+  temperature: float = 0.0,
 ) -> dict[str, Any]:
   """Plays `n_episodes` whole episodes on the agent's eval env; stores none.
 
@@ -118,7 +120,7 @@ def make_render_env(env: envs.EnvLike) -> gym.Env:
 
 
 def play_frames(
-  agent: base.Agent,
+  agent: program_agent.ProgramAgent,
   env: gym.Env,
   temperature: float = 0.0,
   seed: int = 0,
@@ -155,7 +157,7 @@ def write_video(path: str, frames: Sequence[np.ndarray], fps: int = 30) -> None:
 
 
 def record_video(
-  agent: base.Agent,
+  agent: program_agent.ProgramAgent,
   path: str,
   temperature: float = 0.0,
   seed: int = 0,

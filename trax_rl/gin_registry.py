@@ -21,12 +21,13 @@ from trax_rl import (
 from trax_rl.agents import (
   expert_iteration,
   policy_agents,
+  program_agent,
   r2d2,
   replay_value,
   value_agents,
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
-from trax_rl.distributed import local_collector, ray_collector
+from trax_rl.distributed import ray_collector
 from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import models, recurrent
@@ -131,7 +132,8 @@ _register(
   actor_critic.A2CJoint,
   actor_critic.AWRJoint,
 )
+# PQN: parallelised Q-learning, one program module.
 
 # Where experience comes from. Ray itself is imported only when a
 # RayCollector starts.
-_register(local_collector.LocalCollector, ray_collector.RayCollector)
+_register(ray_collector.RayCollector)

@@ -48,6 +48,7 @@ def update(
   stats: RunningStatistics,
   batch: types.Array,
   sample_limit: float = float('inf'),
+  valid: types.Array | None = None,
 ) -> RunningStatistics:
   """Merges a batch of observations into the statistics.
 
@@ -60,6 +61,7 @@ def update(
     batch: [N, *shape] observations.
     sample_limit: stop updating once this many observations have been merged
       in; a Python number or a scalar array. Infinite by default.
+    valid: [N] bool, the observations to merge (None: all), in order.
 
   Returns:
     The updated statistics (unchanged if the limit was already reached or N
@@ -76,7 +78,12 @@ def update(
     )
   # Weight 1 for the observations still under the limit, 0 for the rest.
   remaining = jnp.maximum(sample_limit - stats.count, 0)
-  weights = (jnp.arange(batch.shape[0]) < remaining).astype(jnp.float32)
+  if valid is None:
+    weights = jnp.arange(batch.shape[0]) < remaining
+  else:
+    valid = jnp.asarray(valid, bool)
+    weights = valid & (jnp.cumsum(valid) <= remaining)
+  weights = weights.astype(jnp.float32)
   weights = weights.reshape((-1,) + (1,) * stats.mean.ndim)
 
   count_a = stats.count.astype(jnp.float32)

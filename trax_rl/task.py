@@ -71,6 +71,7 @@ class RLTask(task_streams.TrajectoryStreams):
         f'directory, got {initial_trajectories!r}'
       )
     self._env_spec = env
+    self._initial_trajectories = initial_trajectories
     self._jax_env = (
       jax_envs.make_jax_env(env) if jax_envs.is_jax_env(env) else None
     )
@@ -131,6 +132,22 @@ class RLTask(task_streams.TrajectoryStreams):
   @property
   def n_envs(self) -> int:
     return self._n_envs
+
+  @property
+  def initial_trajectories(self) -> int | str:
+    """Episodes of a random policy before training, or an earlier run's
+    output_dir whose stored trajectories come first."""
+    return self._initial_trajectories
+
+  @property
+  def max_episode_steps(self) -> int | None:
+    """The env's own time limit (its spec's), or None."""
+    spec = (
+      getattr(self._env.envs[0], 'spec', None)
+      if hasattr(self._env, 'envs')
+      else None
+    )
+    return getattr(spec, 'max_episode_steps', None)
 
   @property
   def action_space(self) -> gym.Space:

@@ -93,3 +93,24 @@ class LossFn(Protocol):
     Returns:
       (scalar loss, LossExtra(metrics, priorities[B] or None)).
     """
+
+
+class Rollout(NamedTuple):
+  """What every source emits: steps of N envs, fields `[T, N, ...]`.
+
+  Time major; the device source's `rollout`, the gymnasium source's host
+  envs and rollout actors all give this pytree to a program's `observe`.
+  """
+
+  observation: Any  # o_t
+  action: Any  # a_t as sampled (unclipped)
+  reward: Any  # r_t, float32
+  terminated: Any  # bool, the episode ended naturally after a_t
+  truncated: Any  # bool, it hit a time limit after a_t (bootstrap)
+  next_observation: Any  # o_{t+1}; the final observation where it ended
+  agent_info: dict[str, Any]  # the policy's info, e.g. dist_inputs
+  episode_return: Any  # float32, the full return where an episode ended
+  # bool, the step belongs to the data. Each env's valid steps are a
+  # prefix of the rollout: a source pads after them (an epoch counted in
+  # episodes, an actor's chunk beside other actors' envs).
+  valid: Any

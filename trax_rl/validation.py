@@ -94,3 +94,26 @@ def check_output_dir(output_dir: str) -> epath.Path:
       f'output_dir {output_dir} is not writable: {e.strerror or e}'
     ) from None
   return path
+
+
+def check_evals(
+  owner: str, train_steps_per_epoch: int, evals_per_epoch: int, eval_steps: int
+) -> None:
+  """Checks an agent's per-epoch evaluation knobs, naming the culprit.
+
+  Args:
+    owner: the knobs' prefix in messages, e.g. 'value' or 'policy'.
+    train_steps_per_epoch: updates per RL epoch.
+    evals_per_epoch: rounds per epoch, each followed by an evaluation.
+    eval_steps: batches per evaluation; 0 turns evaluation off.
+
+  Raises:
+    ValueError: a bad count, or rounds that do not divide the epoch.
+  """
+  check_count(f'{owner}_evals_per_epoch', evals_per_epoch, 1)
+  check_count(f'{owner}_eval_steps', eval_steps, 0)
+  if train_steps_per_epoch % evals_per_epoch:
+    raise ValueError(
+      f'{owner}_evals_per_epoch ({evals_per_epoch}) must divide the train '
+      f'steps per epoch ({train_steps_per_epoch})'
+    )

@@ -34,7 +34,7 @@ def _pg(env='CartPole-v1', seed=0, output_dir=None, n_envs=8, **kwargs):
 
 
 def _params(agent):
-  return jax.tree.leaves(agent.policy_params())
+  return jax.tree.leaves(agent.learner.train.params)
 
 
 def test_policy_gradient_learns_cartpole():
@@ -108,16 +108,15 @@ def test_checkpoint_holds_optimizer_state_and_trajectories(tmp_path):
   agent.run(2)
   other = _pg(n_envs=2, n_trajectories_per_epoch=3, output_dir=str(tmp_path))
   other.restore()
+  # The train state and the ring of the replay window's epochs.
   for x, y in zip(
-    jax.tree.leaves(agent.loop.trainer.state),
-    jax.tree.leaves(other.loop.trainer.state),
+    jax.tree.leaves(agent.learner), jax.tree.leaves(other.learner)
   ):
     np.testing.assert_array_equal(x, y)
-  assert sorted(other.task.trajectories) == [2]
-  assert len(other.task.trajectories[2]) == 3
-  # Only the replay window stays on disk.
-  files = sorted(p.name for p in (tmp_path / 'trajectories').iterdir())
-  assert files == ['epoch_000002.pkl']
+  ring = other.learner.ring
+  # n_replay_epochs = 1: the slot holds epoch 2's three episodes.
+  first = (np.asarray(ring.position) == 0) & (np.asarray(ring.length) > 0)
+  assert int(np.sum(first)) == 3
 
 
 def test_observation_normalization_collects_and_resumes(tmp_path):
@@ -126,22 +125,21 @@ def test_observation_normalization_collects_and_resumes(tmp_path):
   kwargs = dict(
     n_envs=2, n_trajectories_per_epoch=2, normalize_observations=True
   )
-  agent = _pg(output_dir=str(tmp_path), **kwargs)
+  agent = _pg(output_dir=str(tmp_path), n_eval_episodes=1, **kwargs)
   agent.run(1)
-  stats = agent.policy_params()['stats']
-  assert int(stats.count) >= agent.task.n_interactions() > 0
+  stats = agent.learner.stats
+  steps = int(np.sum(np.asarray(agent.learner.ring.length) > 0))
+  assert int(stats.count) == steps > 0
   assert not np.allclose(stats.var, 1.0)
-  agent.task.collect_trajectories(
-    agent.make_policy(0.0, evaluation=True), n_trajectories=1, only_eval=True
-  )
-  assert int(agent.policy_params()['stats'].count) == int(stats.count)
-  resumed = _pg(output_dir=str(tmp_path), **kwargs)
+  agent.evaluate()
+  assert int(agent.learner.stats.count) == int(stats.count)
+  resumed = _pg(output_dir=str(tmp_path), n_eval_episodes=1, **kwargs)
   assert resumed.restore()
-  for x, y in zip(resumed.policy_params()['stats'], stats):
+  for x, y in zip(resumed.learner.stats, stats):
     np.testing.assert_array_equal(x, y)
   limited = _pg(normalization_sample_limit=7, **kwargs)
   limited.run(1)
-  assert int(limited.policy_params()['stats'].count) == 7
+  assert int(limited.learner.stats.count) == 7
 
 
 def test_head_init_range_bounds_the_head_kernel():
@@ -172,7 +170,7 @@ def test_per_epoch_network_evaluation_is_recorded():
     policy_eval_steps=1,
   )
   agent.run(1, callbacks=[lambda agent, record: records.append(record)])
-  assert agent.loop.step == 4
+  assert int(agent.learner.train.step) == 4
   assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(records[0])
   silent = _pg(n_envs=2, n_trajectories_per_epoch=2, policy_eval_steps=0)
   silent.run(1, callbacks=[lambda agent, record: records.append(record)])
@@ -190,15 +188,15 @@ def test_single_trajectory_policy_wrapper():
 
 
 def test_continuous_actions_are_clipped_to_bounds():
-  t = task.RLTask(fake_envs.ContinuousEnv, initial_trajectories=0)
+  t = task.RLTask(fake_envs.ContinuousEnv, initial_trajectories=0, max_steps=20)
   agent = policy_agents.PolicyGradient(
     t, n_trajectories_per_epoch=2, batch_size=8
   )
   agent.run(1)
-  actions = np.concatenate(
-    [np.asarray(tr.actions).ravel() for tr in t.trajectories[1]]
-  )
-  assert np.all(np.abs(actions) <= 1.0)
+  # The env's reward -|a - 0.5| is at least -1.5 for a clipped to [-1, 1].
+  ring = agent.learner.ring
+  rewards = np.asarray(ring.reward)[np.asarray(ring.length) > 0]
+  assert rewards.size == 10 and np.all(rewards >= -1.5 - 1e-6)
 
 
 @pytest.mark.parametrize(
@@ -230,14 +228,3 @@ def test_negative_epochs_and_unusable_output_dir(tmp_path):
   with pytest.raises(ValueError, match='not a directory'):
     _pg(n_envs=1, output_dir=str(afile))
   assert afile.read_text() == 'keep me'
-
-
-def test_quantile_filter_keeps_best():
-  def traj(ret):
-    t = trajectory.Trajectory(np.zeros(1))
-    t.extend(0, ret, np.zeros(1), terminated=True)
-    return t
-
-  stream = iter([traj(r) for r in [1, 5, 3, 2, 9, 4, 0, 7]])
-  kept = list(expert_iteration.quantile_filter(stream, 0.75, 4, 1.0))
-  assert [t.total_return for t in kept] == [5, 9]

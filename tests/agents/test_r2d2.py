@@ -10,13 +10,12 @@ import pytest
 import rlax
 from absl.testing import absltest
 
-from trax_rl import checkpoint, envs, types
+from trax_rl import envs, types
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import checks, r2d2
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base, models, recurrent
-from trax_rl.replay import sequence_adder
 
 # The fake network: state s [B]; per step q_t = b * o_t + s_t (o_t [B, A])
 # and s_{t+1} = s_t + a * o_t[:, 0]. With a = 0 Q values are b * o.
@@ -270,74 +269,57 @@ def trained(tmp_path_factory):
   return agent, directory
 
 
-def test_per_env_epsilons_and_greedy_eval(fresh):
-  eps = fresh.epsilons(3, 1.0, evaluation=False)
+def test_per_env_epsilons(fresh):
+  eps = fresh.epsilons(3)
   # Log-uniform from epsilon_max .5 to epsilon_min .01.
   np.testing.assert_allclose(eps, [0.5, np.sqrt(0.5 * 0.01), 0.01], rtol=1e-5)
-  np.testing.assert_allclose(fresh.epsilons(3, 0.0, False), 0.0)
-  np.testing.assert_allclose(fresh.epsilons(3, 0.0, True), 0.001)
+  np.testing.assert_allclose(fresh.epsilons(3, 0.0), 0.0)
 
 
 def test_acting_records_and_resets_core_states(fresh):
   policy = fresh.make_policy(0.0, evaluation=False)
   obs = np.ones((3, 4), np.float32)
   _, info = policy(obs, np.ones(3, bool))
-  np.testing.assert_array_equal(info['core_hidden'], 0.0)
-  np.testing.assert_array_equal(info['stream'], [0, 1, 2])
+  np.testing.assert_array_equal(info['core'].hidden, 0.0)
   _, info = policy(obs, np.array([False, True, False]))
-  hidden = info['core_hidden']
+  hidden = info['core'].hidden
   assert np.all(hidden[[0, 2]] != 0) and np.all(hidden[1] == 0)
-  # Evaluation keeps its own state: it starts from zeros here.
-  _, info = fresh.make_policy(0.0, evaluation=True)(obs, np.zeros(3, bool))
-  np.testing.assert_array_equal(info['core_hidden'], 0.0)
+  # A new policy starts from zeros.
+  _, info = fresh.make_policy(0.0)(obs, np.zeros(3, bool))
+  np.testing.assert_array_equal(info['core'].hidden, 0.0)
   # Trax's single-trajectory form replays the trajectory's memory.
   traj = trajectory_lib.Trajectory(obs[0])
   traj.extend(1, 1.0, obs[1] * 2)
   action, info = fresh.policy(traj, temperature=0.0)
   state = fresh.network.initial_state(1)
+  params = fresh.learner.train.params
   for o in (obs[0], obs[1] * 2):
-    out, state = fresh.network.apply(fresh.trainer.params, o[None], state)
+    out, state = fresh.network.apply(params, o[None], state)
   np.testing.assert_allclose(info['q_values'], out.q_values[0], atol=1e-5)
   assert action == np.argmax(out.q_values[0])
 
 
-def test_stored_core_states_are_the_actors_states(fresh):
-  # Collect two calls (episodes continue across them) with fixed params.
-  policy = fresh.make_policy(1.0, evaluation=False)
-  slices = []
-  for _ in range(2):
-    slices += fresh.task.collect(policy, n_interactions=45).trajectories
-  adder = sequence_adder.SequenceAdder(2, 4, 3, 0.9, recurrent.state_from_info)
-  segments = adder.add_trajectories(slices)
-  assert segments
-  # Rebuild each episode per env in order and replay the network over it.
-  episodes, running = [], {}
-  for traj in slices:
-    env = int(traj.agent_infos[0]['stream'])
-    if traj.agent_infos[0]['first']:
-      running[env] = [traj.observations[0]]
-      episodes.append(running[env])
-    running[env].extend(traj.observations[1:])
+def test_recorded_core_states_are_the_actors_states(fresh):
+  # A rollout's info holds, at each step, the LSTM state before it: the
+  # network run from zeros over the episode so far.
+  source = fresh.runner.source
+  rollout = source.collect(fresh.learner).rollout
+  params = fresh.learner.train.params
   apply = jax.jit(fresh.network.apply)
+  core = rollout.agent_info['core']
   checked = 0
-  for episode in episodes:
-    obs = np.stack(episode)
-    state, states = fresh.network.initial_state(1), []
-    for o in obs[:-1]:
-      states.append(state)
-      _, state = apply(fresh.trainer.params, o[None], state)
-    for segment in segments:
-      n = int(segment.mask.sum())
-      for p in range(len(obs) - n):
-        if np.array_equal(obs[p : p + n], segment.observation[:n]):
-          np.testing.assert_allclose(
-            segment.core_state.hidden, states[p].hidden[0], atol=1e-5
-          )
-          np.testing.assert_allclose(
-            segment.core_state.cell, states[p].cell[0], atol=1e-5
-          )
-          checked += 1
-  assert checked >= len(segments) // 2
+  for i in range(rollout.reward.shape[2]):
+    state = fresh.network.initial_state(1)
+    for t in range(rollout.reward.shape[1]):
+      np.testing.assert_allclose(
+        core.hidden[0, t, i], state.hidden[0], atol=1e-5
+      )
+      np.testing.assert_allclose(core.cell[0, t, i], state.cell[0], atol=1e-5)
+      checked += 1
+      _, state = apply(params, rollout.observation[0, t, i][None], state)
+      if rollout.terminated[0, t, i] or rollout.truncated[0, t, i]:
+        state = fresh.network.initial_state(1)
+  assert checked == rollout.reward.size
 
 
 def test_check(fresh):
@@ -346,35 +328,27 @@ def test_check(fresh):
 
 def test_training_writes_priorities(trained):
   agent, _ = trained
-  assert agent.trainer.step > 0
-  assert agent.table.size > 0
-  state = agent.table.state_dict()
-  assert np.any(state['priorities'] != 1.0)  # Written back by the learner.
+  assert int(agent.learner.train.step) > 0
+  replay = jax.device_get(agent.learner.replay)
+  size = int(min(replay.num_inserts, agent.table.max_size))
+  assert size > 0
+  assert np.any(replay.priorities[:size] != 1.0)  # Written by the learner.
 
 
-def test_save_restore_mid_run(trained):
+def test_resume_mid_run_equals_uninterrupted(trained, tmp_path):
+  # Episodes run across epochs: the envs, the LSTM states of the running
+  # episodes, the segment ring and the replay are all in the checkpoint.
   agent, directory = trained
-  agent.save()
-  restored = _agent(output_dir=directory)
-  assert restored.restore()
-  assert restored.current_epoch == agent.current_epoch
-  want, got = agent.table.state_dict(), restored.table.state_dict()
-  for name in ('keys', 'priorities', 'num_inserts', 'num_samples'):
-    np.testing.assert_array_equal(want[name], got[name])
-  for a, b in zip(want['leaves'], got['leaves']):
-    np.testing.assert_array_equal(a, b)
+  straight = _agent(output_dir=str(tmp_path))
+  straight.run(3)
+  resumed = _agent(output_dir=directory)
+  assert resumed.current_epoch == 2
+  resumed.run(3, n_epochs_is_total_epochs=True)
   for a, b in zip(
-    agent.trainer.state_dict()['leaves'],
-    restored.trainer.state_dict()['leaves'],
+    jax.tree.leaves(straight.learner), jax.tree.leaves(resumed.learner)
   ):
-    np.testing.assert_array_equal(a, b)
-  assert checkpoint.dumps(agent.adder.state_dict()) == checkpoint.dumps(
-    restored.adder.state_dict()
-  )
-  assert restored.adder.running_streams  # Kept steps of running episodes.
-  restored.run(1)
-  assert restored.current_epoch == agent.current_epoch + 1
-  assert restored.trainer.step > agent.trainer.step
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert straight.avg_returns == resumed.avg_returns
 
 
 def test_bad_arguments():
@@ -382,6 +356,8 @@ def test_bad_arguments():
     _agent(loss_fn=object())
   with pytest.raises(ValueError, match='min_replay_size'):
     _agent(min_replay_size=500, max_replay_size=100)
+  with pytest.raises(ValueError, match='n_interactions_per_epoch'):
+    _agent(n_interactions_per_epoch=None, n_trajectories_per_epoch=2)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """Tests for trax_rl.agents.replay_value.ReplayValueAgent."""
 
 import functools
+import json
 import os
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from trax_rl import configurables, task
+from trax_rl import configurables, evaluation, task
 from trax_rl.agents import replay_value, value_agents
 from trax_rl.losses import q_learning
 from trax_rl.networks import models
@@ -54,14 +55,22 @@ def test_continuous_action_space_is_refused():
     _agent(t)
 
 
+def _replay(agent):
+  """The learner's replay contents as numpy: size, keys, items, counters."""
+  replay = jax.device_get(agent.learner.replay)
+  size = int(min(replay.num_inserts, agent.table.max_size))
+  items = jax.tree.map(lambda x: np.asarray(x)[:size], replay.storage)
+  return size, items, replay
+
+
 def test_transitions_reach_the_table():
   # 2 envs x 10 steps; episodes of 5 steps end at 5 and 10 in each env:
   # every step has its transition (n=2, gamma .5, reward a + 1).
   agent = _agent(_task((5,)), min_replay_size=30)
   agent.run(1)
-  assert agent.table.size == 20 and agent.adder.pending_steps == 0
-  data = agent.table.state_dict()['leaves']
-  obs, action, reward, discount, next_obs = data
+  size, items, _ = _replay(agent)
+  assert size == 20 and not np.asarray(agent.learner.tail_valid).any()
+  obs, action, reward, discount, next_obs = items
   # Discounts: .25 inside, 0 on the last two steps of each episode.
   np.testing.assert_allclose(np.sort(discount), [0] * 8 + [0.25] * 12)
   # Last steps: their own reward; others r_t + .5 r_{t+1}, r in {1, 2}.
@@ -71,7 +80,7 @@ def test_transitions_reach_the_table():
   np.testing.assert_allclose(np.isin(2 * (reward - action - 1), [1, 2]), ~last)
   assert action.dtype == np.int32
   # Below min_replay_size: no learning yet.
-  assert agent.trainer.step == 0
+  assert int(agent.learner.train.step) == 0
 
 
 def test_rate_limiter_sets_the_number_of_updates():
@@ -82,9 +91,10 @@ def test_rate_limiter_sets_the_number_of_updates():
     _task((5,)), num_sgd_steps_per_step=2, n_interactions_per_epoch=40
   )
   agent.run(1)
-  assert agent.table.num_inserts == 40
-  assert agent.table.num_samples == 64
-  assert agent.trainer.step == 16
+  _, _, replay = _replay(agent)
+  assert int(replay.num_inserts) == 40
+  assert int(replay.num_samples) == 64
+  assert int(agent.learner.train.step) == 16
 
 
 def test_prioritized_loss_gets_a_prioritized_table():
@@ -96,11 +106,13 @@ def test_prioritized_loss_gets_a_prioritized_table():
   )
   assert agent.table.sampler == samplers.Prioritized(0.5)
   agent.run(2)
-  priorities = agent.table.state_dict()['priorities']
+  size, _, replay = _replay(agent)
+  priorities = np.asarray(replay.priorities)[:size]
   # Updated |TD| values replace the initial priority 1 of sampled items.
   assert np.sum(priorities != 1.0) > 10
   plain.run(2)
-  np.testing.assert_array_equal(plain.table.state_dict()['priorities'], 1.0)
+  size, _, replay = _replay(plain)
+  np.testing.assert_array_equal(np.asarray(replay.priorities)[:size], 1.0)
 
 
 def test_gradient_clipping_is_applied():
@@ -113,10 +125,10 @@ def test_gradient_clipping_is_applied():
       min_replay_size=12,
       samples_per_insert=0.25,
     )
-    before = _leaves(agent.trainer.params)
+    before = _leaves(agent.learner.train.params)
     agent.run(1)
-    assert agent.trainer.step == 1
-    after = _leaves(agent.trainer.params)
+    assert int(agent.learner.train.step) == 1
+    after = _leaves(agent.learner.train.params)
     return np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(after, before)))
 
   # With SGD at lr 1 the update is the (clipped) gradient.
@@ -130,22 +142,30 @@ def test_epsilon_schedule_of_env_steps():
       value_agents.linear_epsilon, initial=1.0, final=0.0, decay_steps=80
     )
   )
-  assert agent.exploration_rate() == 1.0
-  agent.run(2)
+  records = []
+  agent.run(2, callbacks=[lambda a, r: records.append(r)])
+  # The first epoch collects at epsilon 1, the second at 1 - 20 / 80.
   assert agent.env_steps == 40
-  np.testing.assert_allclose(agent.exploration_rate(), 0.5)
+  np.testing.assert_allclose(records[-1]['value/epsilon'], 0.5)
   with pytest.raises(ValueError, match='final'):
     value_agents.linear_epsilon(final=2.0)
 
 
-def _state(agent):
-  state = agent.state_dict()
-  return (
-    _leaves(agent.trainer.state),
-    state['table'],
-    state['adder'],
-    state['env_steps'],
-  )
+def test_new_items_are_evaluated_without_an_update():
+  agent = _agent(value_eval_steps=2, n_interactions_per_epoch=20)
+  records = []
+  agent.run(2, callbacks=[lambda a, r: records.append(r)])
+  assert records[-1]['value/new_items'] == 20
+  assert np.isfinite(records[-1]['value_eval/loss'])
+  quiet = _agent(value_eval_steps=0, n_interactions_per_epoch=20)
+  out = []
+  quiet.run(2, callbacks=[lambda a, r: out.append(r)])
+  assert not any(k.startswith('value_eval/') for k in out[-1])
+  # The same updates either way: the evals draw keys of their own.
+  for a, b in zip(
+    _leaves(agent.learner.train.params), _leaves(quiet.learner.train.params)
+  ):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def _assert_tree_equal(a, b):
@@ -167,42 +187,38 @@ def _prioritized(out, **kwargs):
   )
 
 
-def test_resume_equals_uninterrupted(tmp_path):
-  # Whole episodes per epoch: the restarted envs replay the same steps, so
-  # replay contents, priorities, target network, optimizer state, epsilon
-  # and RNG states all match an uninterrupted run.
-  def make(out):
-    return _prioritized(
-      out, n_interactions_per_epoch=None, n_trajectories_per_epoch=4
-    )
-
-  straight = make(tmp_path / 'a')
+@pytest.mark.parametrize(
+  'epochs',
+  [
+    dict(n_interactions_per_epoch=None, n_trajectories_per_epoch=4),
+    dict(n_interactions_per_epoch=14),
+  ],
+  ids=['episodes', 'steps'],
+)
+def test_resume_equals_uninterrupted(tmp_path, epochs):
+  # Whole episodes per epoch, or slices of running episodes (whose envs,
+  # n-step tails and counters are in the checkpoint): replay contents,
+  # priorities, target network, optimizer state and RNG states all match
+  # an uninterrupted run, and so do the records.
+  straight = _prioritized(tmp_path / 'a', n_step=3, **epochs)
   straight.run(3)
-  make(tmp_path / 'b').run(2)
-  resumed = make(tmp_path / 'b')
+  _prioritized(tmp_path / 'b', n_step=3, **epochs).run(2)
+  resumed = _prioritized(tmp_path / 'b', n_step=3, **epochs)
+  assert resumed.current_epoch == 2
   resumed.run(3, n_epochs_is_total_epochs=True)
-  assert straight.trainer.step > 0
-  _assert_tree_equal(_state(straight), _state(resumed))
-  assert straight.exploration_rate() == resumed.exploration_rate()
+  assert int(straight.learner.train.step) > 0
+  _assert_tree_equal(straight.learner, resumed.learner)
   assert straight.avg_returns == resumed.avg_returns
+  assert _records(tmp_path / 'a') == _records(tmp_path / 'b')
 
 
-def test_restart_restores_running_state(tmp_path):
-  # Slices of running episodes: the adder's waiting tails are part of the
-  # checkpoint, and flushed once the restarted envs begin new episodes.
-  agent = _prioritized(tmp_path, n_step=3)
-  agent.run(2)
-  saved = _state(agent)
-  assert saved[2]['pending']  # Tails wait for their episodes.
-  restored = _prioritized(tmp_path, n_step=3)
-  assert restored.restore()
-  _assert_tree_equal(_state(restored), saved)
-  inserts = restored.table.num_inserts
-  pending = restored.adder.pending_steps
-  restored.run(1)
-  # The tails went in on top of the new epoch's own transitions.
-  assert restored.table.num_inserts >= inserts + pending
-  assert restored.current_epoch == 3
+def _records(output_dir):
+  lines = (output_dir / 'metrics.jsonl').read_text().splitlines()
+  out = []
+  for line in lines:
+    r = json.loads(line)
+    out.append({k: r[k] for k in r if 'per_s' not in k and k[-2:] != '_s'})
+  return out
 
 
 def test_cartpole_configs_build_and_run_an_epoch():
@@ -219,7 +235,7 @@ def test_cartpole_configs_build_and_run_an_epoch():
     )
     agent = configurables.train_rl(output_dir=None, build_only=True)
     agent.run(1)
-    assert agent.trainer.step > 0, name
+    assert int(agent.learner.train.step) > 0, name
 
 
 def test_prioritized_learner_learns_cartpole():
@@ -241,13 +257,7 @@ def test_prioritized_learner_learns_cartpole():
   evals = []
   for _ in range(5):
     agent.run(4)
-    evals.append(
-      agent.task.collect_trajectories(
-        agent.make_policy(0.0, evaluation=True),
-        n_trajectories=8,
-        only_eval=True,
-      )
-    )
+    evals.append(evaluation.evaluate(agent, 8)['return']['mean'])
   assert max(evals) >= 150, evals
 
 

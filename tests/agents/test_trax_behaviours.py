@@ -15,7 +15,10 @@ from trax_rl.testing import fake_envs
 
 def _pg(output_dir, **kwargs):
   t = task.RLTask(
-    lambda: fake_envs.CountingEnv((3, 4)), initial_trajectories=0, n_envs=2
+    lambda: fake_envs.CountingEnv((3, 4)),
+    initial_trajectories=0,
+    n_envs=2,
+    max_steps=10,
   )
   return policy_agents.PolicyGradient(
     t, n_trajectories_per_epoch=2, batch_size=4, output_dir=output_dir, **kwargs
@@ -23,7 +26,7 @@ def _pg(output_dir, **kwargs):
 
 
 def _leaves(agent):
-  return [np.asarray(x) for x in jax.tree.leaves(agent.policy_params())]
+  return [np.asarray(x) for x in jax.tree.leaves(agent.learner.train.params)]
 
 
 def test_constructor_restores_from_output_dir(tmp_path):
@@ -105,7 +108,10 @@ def test_importance_weights_of_an_underflowing_probability_are_finite():
 def test_value_agent_constructor_restores_params(tmp_path):
   def make():
     t = task.RLTask(
-      lambda: fake_envs.CountingEnv((3,)), initial_trajectories=1, n_envs=1
+      lambda: fake_envs.CountingEnv((3,)),
+      initial_trajectories=1,
+      n_envs=1,
+      max_steps=10,
     )
     return value_agents.DQN(
       t,
@@ -119,4 +125,4 @@ def test_value_agent_constructor_restores_params(tmp_path):
   trained.run(1)
   again = make()
   assert again.current_epoch == 1
-  assert again.trainer.step == trained.trainer.step == 2
+  assert int(again.learner.train.step) == int(trained.learner.train.step) == 2

@@ -167,7 +167,11 @@ def test_trax_dense_init_is_glorot_uniform_with_tiny_biases():
 def _counting_task(**kwargs):
   kwargs.setdefault('initial_trajectories', 0)
   return task.RLTask(
-    lambda: fake_envs.CountingEnv((5, 8)), n_envs=2, gamma=0.9, **kwargs
+    lambda: fake_envs.CountingEnv((5, 8)),
+    n_envs=2,
+    gamma=0.9,
+    max_steps=10,
+    **kwargs,
   )
 
 
@@ -196,13 +200,13 @@ class DQNAgentTest(absltest.TestCase):
   def test_epochs_train_and_explore_by_schedule(self):
     agent = _dqn(_counting_task(), double_dqn=True)
     agent.run(2)
-    self.assertEqual(agent.trainer.step, 6)
-    self.assertEqual(agent.task.n_interactions(), 40)
+    self.assertEqual(int(agent.learner.train.step), 6)
+    self.assertEqual(int(agent.learner.observed), 2)
     # Trax's default: max(0.1, 0.99**epoch).
     self.assertAlmostEqual(agent.exploration_rate(), 0.99**2, places=6)
     # Sync every 2 updates: after 6 the target equals the params.
     chex.assert_trees_all_close(
-      agent.trainer.state.target_params, agent.trainer.params
+      agent.learner.train.target_params, agent.learner.train.params
     )
 
   def test_target_takes_the_params_at_each_epoch_start(self):
@@ -210,27 +214,27 @@ class DQNAgentTest(absltest.TestCase):
     # epoch's updates (trax/rl/training.py, ValueAgent.train_epoch), so a
     # sync_freq longer than an epoch never leaves the target staler.
     agent = _dqn(_counting_task(), sync_freq=1000)
-    initial = jax.tree.map(np.asarray, agent.trainer.params)
+    initial = jax.tree.map(np.asarray, agent.learner.train.params)
     agent.run(1)
-    after_one = jax.tree.map(np.asarray, agent.trainer.params)
-    chex.assert_trees_all_close(agent.trainer.state.target_params, initial)
+    after_one = jax.tree.map(np.asarray, agent.learner.train.params)
+    chex.assert_trees_all_close(agent.learner.train.target_params, initial)
     agent.run(1)
-    self.assertEqual(agent.trainer.step, 6)
-    chex.assert_trees_all_close(agent.trainer.state.target_params, after_one)
+    self.assertEqual(int(agent.learner.train.step), 6)
+    chex.assert_trees_all_close(agent.learner.train.target_params, after_one)
     with self.assertRaises(AssertionError):
       chex.assert_trees_all_close(after_one, initial)
 
   def test_without_epoch_syncs_only_sync_freq_syncs(self):
     agent = _dqn(_counting_task(), sync_freq=1000, sync_each_epoch=False)
-    initial = jax.tree.map(np.asarray, agent.trainer.params)
+    initial = jax.tree.map(np.asarray, agent.learner.train.params)
     agent.run(2)
-    chex.assert_trees_all_close(agent.trainer.state.target_params, initial)
+    chex.assert_trees_all_close(agent.learner.train.target_params, initial)
 
   def test_greedy_and_random_acting(self):
     agent = _dqn(_counting_task(), exploration_rate=1.0)
     obs = np.stack([np.array([i, -i], np.float32) for i in range(64)])
     first = np.zeros(64, bool)
-    q = agent.network.apply(agent.trainer.params, obs).q_values
+    q = agent.network.apply(agent.learner.train.params, obs).q_values
     greedy, info = agent.make_policy(0.0, evaluation=True)(obs, first)
     np.testing.assert_array_equal(greedy, np.argmax(q, axis=-1))
     self.assertEqual(info, {})
@@ -261,10 +265,8 @@ def test_resume_equals_uninterrupted(tmp_path):
   first.run(2)
   resumed = make(tmp_path / 'b')
   resumed.run(3, n_epochs_is_total_epochs=True)
-  assert resumed.current_epoch == 3 and resumed.trainer.step == 9
-  for x, y in zip(
-    _leaves(straight.trainer.state), _leaves(resumed.trainer.state)
-  ):
+  assert resumed.current_epoch == 3 and int(resumed.learner.train.step) == 9
+  for x, y in zip(_leaves(straight.learner), _leaves(resumed.learner)):
     np.testing.assert_array_equal(x, y)
   assert straight.exploration_rate() == resumed.exploration_rate()
   assert straight.avg_returns == resumed.avg_returns

@@ -1,4 +1,4 @@
-"""The actor-critics on the device path (trax_rl.device.actor_critic)."""
+"""The actor-critics on the device source: packing, GAE, epochs, seeds."""
 
 import functools
 
@@ -9,41 +9,39 @@ import pytest
 
 from trax_rl import advantages, configurables, jax_envs
 from trax_rl import task as task_lib
-from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents.actor_critic import algorithms
 from trax_rl.agents.actor_critic import data as data_lib
-from trax_rl.device import batches, rollout, seeds
+from trax_rl.algorithms import actor_critic as ac_program
+from trax_rl.device import rollout
 from trax_rl.networks import models
+from trax_rl.sources import device as device_source
 from trax_rl.testing import fake_jax_envs
 
 MLP = functools.partial(models.MLP, layer_widths=(16,), activation='tanh')
 
 
-def _host_trajectories(steps):
-  """The rollout cut into host Trajectories, as RLTask's collector does."""
+def _gae_by_hand(steps, values_of, gamma, lambda_):
+  """GAE per env, step by step backwards (a transcription of the usual
+  recursion): bootstrap from V(s') unless the episode terminated; a
+  trajectory ends at a termination, a truncation or the rollout's end."""
   steps = jax.device_get(steps)
   n_steps, n_envs = steps.reward.shape
-  trajs = []
+  adv = np.zeros((n_steps, n_envs))
   for i in range(n_envs):
-    traj = trajectory_lib.Trajectory(steps.observation[0, i])
-    for t in range(n_steps):
-      info = {'dist_inputs': steps.agent_info['dist_inputs'][t, i]}
-      traj.extend(
-        steps.action[t, i],
-        steps.reward[t, i],
-        steps.next_observation[t, i],
-        steps.terminated[t, i],
-        steps.truncated[t, i],
-        info,
-      )
-      if traj.done and t + 1 < n_steps:
-        trajs.append(traj)
-        traj = trajectory_lib.Trajectory(steps.observation[t + 1, i])
-    trajs.append(traj)
-  return trajs
+    running = 0.0
+    for t in reversed(range(n_steps)):
+      v = values_of(steps.observation[t, i])
+      v_next = values_of(steps.next_observation[t, i])
+      if steps.terminated[t, i]:
+        v_next = 0.0
+      ends = steps.terminated[t, i] or steps.truncated[t, i] or t == n_steps - 1
+      delta = steps.reward[t, i] + gamma * v_next - v
+      running = delta + (0.0 if ends else gamma * lambda_ * running)
+      adv[t, i] = running
+  return adv.T.reshape(-1)  # Env-major, as packed.
 
 
-def test_packed_steps_and_gae_equal_the_host_estimator():
+def test_packed_rollout_gae_equals_the_recursion_by_hand():
   env = jax_envs.make_jax_env('gymnax:CartPole-v1')
   carry = rollout.init_carry(env, jax.random.PRNGKey(2), 3)
 
@@ -53,27 +51,24 @@ def test_packed_steps_and_gae_equal_the_host_estimator():
     return jax.random.categorical(key, logits), {'dist_inputs': logits}
 
   _, steps = rollout.rollout(env, policy, None, carry, 60, max_steps=15)
-  device = data_lib.EpochData(**batches.packed_steps(steps))
-  host = data_lib.pack_trajectories(
-    _host_trajectories(steps), 2, np.zeros(4, np.float32)
-  )
-  for name, d, h in zip(data_lib.EpochData._fields, device, host):
-    np.testing.assert_allclose(d, h, rtol=1e-6, err_msg=name)
-  assert host.terminal.sum() > 1 and host.boundary.sum() > 3
-
-  def gae(data):
-    value = lambda obs: jnp.sum(obs, axis=-1)  # noqa: E731
-    return data_lib.advantages_and_targets(
+  data = ac_program.pack(steps, offline=False)
+  assert data.terminal.sum() > 1 and data.boundary.sum() > 3
+  value = lambda obs: jnp.sum(obs, axis=-1)  # noqa: E731
+  adv, targets = jax.jit(
+    lambda d: data_lib.advantages_and_targets(
       advantages.gae(gamma=0.9, margin=0, lambda_=0.8),
       0,
       0.9,
-      data,
-      value(data.observation),
-      value(data.next_observation),
+      d,
+      value(d.observation),
+      value(d.next_observation),
     )
-
-  for d, h in zip(jax.jit(gae)(device), gae(host)):
-    np.testing.assert_allclose(d, h, rtol=1e-5, atol=1e-6)
+  )(data)
+  want = _gae_by_hand(steps, lambda o: float(np.sum(o)), 0.9, 0.8)
+  np.testing.assert_allclose(adv, want, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    targets, want + np.asarray(value(data.observation)), rtol=1e-4, atol=1e-4
+  )
 
 
 def _agent(cls, env, **kwargs):
@@ -108,10 +103,10 @@ JOINT = dict(
 )
 def test_one_device_epoch_trains_every_network(cls, env, kwargs):
   agent = _agent(cls, env, **kwargs)
-  before = jax.tree.map(np.asarray, agent.device_learner())
+  before = jax.tree.map(np.asarray, agent.learner.states)
   agent.run(1)
-  assert agent.device_runner() is not None
-  after = agent.device_learner()
+  assert isinstance(agent.runner.source, device_source.DeviceSource)
+  after = agent.learner.states
   for name in before:
     changed = jax.tree.map(
       lambda a, b: not np.allclose(a, b),
@@ -125,16 +120,14 @@ def test_one_device_epoch_trains_every_network(cls, env, kwargs):
 def test_ppo_seed_batch_reproduces_each_seed_alone():
   # The batch's programs are the single agent's, vmapped (and with two
   # devices, split over them): equal up to float rounding.
-  agents = [
-    _agent(algorithms.PPO, 'gymnax:CartPole-v1', seed=s, **SEPARATE)
-    for s in (3, 4)
-  ]
-  seeds.SeedBatch(agents).run(2)
+  batch = _agent(algorithms.PPO, 'gymnax:CartPole-v1', seed=3, **SEPARATE)
+  batch.use_seeds(2)
+  batch.run(2)
   alone = _agent(algorithms.PPO, 'gymnax:CartPole-v1', seed=4, **SEPARATE)
   alone.run(2)
   for a, b in zip(
-    jax.tree.leaves(agents[1].device_learner()),
-    jax.tree.leaves(alone.device_learner()),
+    jax.tree.leaves(batch.runner.learner_of(1)),
+    jax.tree.leaves(alone.learner),
   ):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 

@@ -9,8 +9,10 @@ from trax_rl import batching, lr_schedules
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import value_agents
-from trax_rl.device import evaluate, rollout, seeds, slice_epoch
+from trax_rl.device import evaluate, rollout
 from trax_rl.networks import models
+from trax_rl.replay import slices
+from trax_rl.sources import device as device_source
 from trax_rl.testing import resume
 
 GAMMA = 0.9
@@ -44,6 +46,7 @@ def _epoch_steps(rng, n_steps, n_envs, start):
     next_observation=next_obs,
     agent_info={},
     episode_return=np.zeros((n_steps, n_envs), np.float32),
+    valid=np.ones((n_steps, n_envs), bool),
   ), value + 1
 
 
@@ -103,27 +106,21 @@ def test_slices_equal_the_host_streams(length, margin):
   for _ in range(3):
     steps, start = _epoch_steps(rng, n_steps, n_envs, start)
     epochs.append(steps)
-  shape = (n_slots, n_steps, n_envs)
-  replay = slice_epoch.SliceReplay(
-    observation=jnp.zeros(shape + (2,)),
-    action=jnp.zeros(shape, jnp.int32),
-    reward=jnp.zeros(shape),
-    terminated=jnp.zeros(shape, bool),
-    next_observation=jnp.zeros(shape + (2,)),
-    return_=jnp.zeros(shape),
-    position=jnp.zeros(shape, jnp.int32),
-    length=jnp.zeros(shape, jnp.int32),
-    filled=jnp.zeros(n_slots, bool),
+  ring = jax.tree.map(
+    jnp.asarray,
+    slices.empty(
+      n_slots, n_steps, n_envs, np.zeros(2, np.float32), np.int32(0)
+    ),
   )
   for e, steps in enumerate(epochs):
     steps = jax.tree.map(jnp.asarray, steps)
-    replay = slice_epoch.store(replay, steps, e % n_slots, GAMMA)
+    ring = slices.store(ring, steps, e % n_slots, GAMMA)
   # The ring keeps the last two epochs, as the host's n_replay_epochs=2.
   expected = _host_slices(epochs[1:], length, margin)
   index = np.flatnonzero(
-    np.asarray(slice_epoch.start_mask(replay, length, margin))
+    np.asarray(slices.start_weights(ring, length, margin, False)) > 0
   )
-  got = slice_epoch.slices(replay, jnp.asarray(index), length, margin)
+  got = slices.gather(ring, jnp.asarray(index), length, margin)
   got = [
     jax.tree.map(lambda x, j=j: np.asarray(x)[j], got)
     for j in range(len(index))
@@ -166,21 +163,21 @@ def test_dqn_runs_compiled_epochs_and_resumes_exactly(tmp_path):
   straight = resume.assert_resumes_exactly(
     lambda d: _agent(output_dir=d), str(tmp_path)
   )
-  assert straight.device_program() is not None
-  assert straight.trainer.step == 4 * 40
+  assert isinstance(straight.runner.source, device_source.DeviceSource)
+  assert int(straight.learner.train.step) == 4 * 40
 
 
 def test_dqn_learns_gymnax_cartpole():
   records = []
   agent = _agent(n_interactions_per_epoch=500, value_train_steps_per_epoch=250)
-  agent.run(12, callbacks=[lambda a, r: records.append(r)])
+  agent.run(16, callbacks=[lambda a, r: records.append(r)])
   # Trax's schedule of the epoch, and the evaluation's own metrics.
   assert records[0]['value/exploration_rate'] == pytest.approx(0.85)
   assert 'value_eval/loss' in records[-1]
   returns = evaluate.evaluate(
     agent.task.jax_env,
-    agent.device_program().greedy,
-    agent.device_learner(),
+    agent.program.policy(0.0),
+    agent.learner,
     jax.random.PRNGKey(0),
     8,
     200,
@@ -191,21 +188,22 @@ def test_dqn_learns_gymnax_cartpole():
 
 @pytest.mark.two_devices
 def test_dqn_seed_batch_reproduces_each_seed_alone():
-  agents = [_agent(seed=s) for s in (3, 4)]
-  seeds.SeedBatch(agents).run(2)
+  batch = _agent(seed=3)
+  batch.use_seeds(2)
+  batch.run(2)
   alone = _agent(seed=4)
   alone.run(2)
-  assert agents[1].trainer.step == alone.trainer.step == 2 * 40
-  # The replay holds env outputs (elementwise physics, the same under vmap)
+  batched = batch.runner.learner_of(1)
+  assert int(batched.train.step) == int(alone.learner.train.step) == 2 * 40
+  # The ring holds env outputs (elementwise physics, the same under vmap)
   # of the actions taken: equal as long as no near-tie in Q flips an action
   # between the vmapped and the single program, which this seed has none of.
   for a, b in zip(
-    jax.tree.leaves(agents[1].device_learner().replay),
-    jax.tree.leaves(alone.device_learner().replay),
+    jax.tree.leaves(batched.ring), jax.tree.leaves(alone.learner.ring)
   ):
     np.testing.assert_array_equal(a, b)
   for a, b in zip(
-    jax.tree.leaves(agents[1].trainer.params),
-    jax.tree.leaves(alone.trainer.params),
+    jax.tree.leaves(batched.train.params),
+    jax.tree.leaves(alone.learner.train.params),
   ):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

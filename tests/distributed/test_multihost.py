@@ -1,13 +1,11 @@
-"""Two JAX processes on 127.0.0.1: the global-mesh update equals one process's.
+"""Two JAX processes on 127.0.0.1 train one agent as one learner.
 
-Each process runs the Trainer's data-parallel update on the global mesh
-(`sharding.DataParallelUpdate` over `multihost.global_mesh()`) on its half
-of a batch; the test compares the parameters both end with to a one-device update on the
-whole batch (computed in each process, outside the mesh). Importance weights are max-normalized over the global
-batch, so a per-process normalization would show.
+Each process steps its own envs and brings its own rows of each batch;
+the program runs over the processes' mapped axis (`sources.processes`).
+The tests compare the processes' learners, the chief's checkpoint and a
+resume that gives each process its own state.
 """
 
-import functools
 import json
 import os
 import pathlib
@@ -16,107 +14,14 @@ import sys
 import textwrap
 
 import jax
-import numpy as np
 import pytest
 
 from trax_rl import checkpoint, configurables
-from trax_rl.distributed import multihost
-from trax_rl.networks import base, models
 from trax_rl.testing import jobs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _CLI = 'import json, sys; from trax_rl import cli; sys.exit(cli.main(json.loads(sys.argv[1])))'
 
-_SCRIPT = textwrap.dedent(
-  """
-  import functools, json, sys
-  import jax, numpy as np, optax
-  from trax_rl.distributed import multihost
-
-  port, process_id = sys.argv[1], int(sys.argv[2])
-  multihost.initialize(f'127.0.0.1:{port}', 2, process_id)
-  from trax_rl import types
-  from trax_rl.losses import q_learning
-  from trax_rl.networks import base, models
-  from trax_rl.supervised import sharding, train_state, update
-
-  def batch(rows):
-    rng = np.random.default_rng(0)
-    full = types.Batch(types.Transition(
-        observation=rng.normal(size=(8, 3)).astype(np.float32),
-        action=rng.integers(0, 2, 8).astype(np.int32),
-        reward=rng.normal(size=8).astype(np.float32),
-        discount=np.full(8, 0.9, np.float32),
-        next_observation=rng.normal(size=(8, 3)).astype(np.float32)),
-        rng.uniform(0.1, 1.0, 8).astype(np.float32))
-    return jax.tree.map(lambda x: x[rows], full)
-
-  network = base.from_module(models.Quality(n_actions=2, body=functools.partial(
-      models.MLP, layer_widths=(16,))), np.zeros(3, np.float32))
-  loss = q_learning.PrioritizedDoubleQLearning(importance_sampling_exponent=0.5)
-  optimizer = optax.adam(1e-2)
-  params = network.init(jax.random.PRNGKey(1))
-  state = train_state.TrainState(
-      params, params, optimizer.init(params), np.asarray(0, np.int32),
-      jax.random.PRNGKey(2))
-  update_fn = update.make_update_fn(network, loss, optimizer, 1)
-  step = sharding.DataParallelUpdate(update_fn, multihost.global_mesh())
-  rows = slice(4 * process_id, 4 * process_id + 4)
-  new, extra = step(sharding.replicate(state, step.mesh), batch(rows))
-  params = multihost.local_copy(new.params)
-  mine = sharding.to_local(extra, step.mesh).priorities
-  # The reference: this process alone, the whole batch, one device.
-  local = jax.local_devices()[0]
-  ref, ref_extra = jax.jit(update_fn)(
-      jax.device_put(state, local), jax.device_put(batch(slice(0, 8)), local))
-  assert np.allclose(mine, ref_extra.priorities[rows], rtol=1e-5), (
-      mine, ref_extra.priorities)
-  # Batches of other shapes on each process are refused, not mis-reduced.
-  try:
-    sharding.shard_batch(np.zeros((2, 1 + process_id), np.float32), step.mesh)
-    mismatch = ''
-  except ValueError as e:
-    mismatch = str(e)
-  print(json.dumps({
-      'mismatch': mismatch,
-      'chief': multihost.is_chief(),
-      'devices': jax.device_count(),
-      'params': [np.asarray(x).ravel().tolist() for x in jax.tree.leaves(params)],
-      'reference': [
-          np.asarray(x).ravel().tolist() for x in jax.tree.leaves(ref.params)],
-  }))
-  """
-)
-
-
-def test_two_processes_update_like_one():
-  first, second = jobs.run_job(_SCRIPT, [[], []])
-  assert first['devices'] == second['devices'] == 2
-  assert first['chief'] and not second['chief']
-  for got in (first, second):
-    assert 'must pass the same batch shapes' in got['mismatch']
-  reference = first['reference']
-  assert second['reference'] == reference
-  for got in (first, second):
-    for a, b in zip(got['params'], reference, strict=True):
-      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  # The update moved the parameters (so the comparison means something).
-  assert _initial_params() != reference
-
-
-def _initial_params():
-  network = base.from_module(
-    models.Quality(
-      n_actions=2, body=functools.partial(models.MLP, layer_widths=(16,))
-    ),
-    np.zeros(3, np.float32),
-  )
-  params = network.init(jax.random.PRNGKey(1))
-  return [np.asarray(x).ravel().tolist() for x in jax.tree.leaves(params)]
-
-
-# One agent trained by two processes through train_rl.multihost: first
-# each on its own output_dir, then both resuming from the chief's.
 _AGENT_SCRIPT = textwrap.dedent(
   """
   import json, sys
@@ -147,16 +52,17 @@ _AGENT_SCRIPT = textwrap.dedent(
         output_dir=output_dir, n_epochs=n_epochs, multihost=True,
         coordinator_address=f'127.0.0.1:{port}', num_processes=2,
         process_id=int(process_id))
-    trainer = agent.loop.trainer
-    last = agent.task.trajectories[max(agent.task.trajectories)]
+    learner = agent.learner
+    data = agent.runner.source.collect(agent.runner.learner).rollout
     return {
         'process': jax.process_index(),
-        'devices': trainer.n_devices,
+        'devices': jax.process_count(),
         'epoch': agent.current_epoch,
-        'step': trainer.step,
+        'step': int(learner.train.step),
         'params': [np.asarray(x).ravel().tolist()
-                   for x in jax.tree.leaves(trainer.params)],
-        'observations': [t.to_np().observation.tolist() for t in last],
+                   for x in jax.tree.leaves(learner.train.params)],
+        # What this process's envs play next.
+        'observations': np.asarray(data.observation).tolist(),
     }
 
   fresh = train(own_dir, 2)
@@ -249,14 +155,16 @@ _STREAM_SCRIPT = textwrap.dedent(
     agent = configurables.train_rl(
         n_epochs=3, multihost=True, coordinator_address=f'127.0.0.1:{port}',
         num_processes=2, process_id=process_id)
-    last = agent.task.trajectories[max(agent.task.trajectories)]
+    learner = agent.learner
+    data = agent.runner.source.collect(agent.runner.learner).rollout
     out[name] = {
-        'step': agent.trainer.step,
-        'devices': agent.trainer.n_devices,
-        'counts': list(agent.table.counts),
+        'step': int(learner.train.step),
+        'devices': jax.process_count(),
+        'counts': [int(learner.replay.num_inserts),
+                   int(learner.replay.num_samples)],
         'params': [np.asarray(x).ravel().tolist()
-                   for x in jax.tree.leaves(agent.trainer.params)],
-        'observations': [t.to_np().observation.tolist() for t in last],
+                   for x in jax.tree.leaves(learner.train.params)],
+        'observations': np.asarray(data.observation).tolist(),
     }
   print(json.dumps(out))
   """
@@ -290,18 +198,18 @@ _RESUME_SCRIPT = textwrap.dedent(
         output_dir=output_dir, n_epochs=n_epochs, multihost=True,
         coordinator_address=f'127.0.0.1:{port}', num_processes=2,
         process_id=process_id)
+    learner = agent.learner
     table = hashlib.sha256()
-    for leaf in jax.tree.leaves(agent.table.state_dict()):
-      array = np.asarray(leaf)  # Big ints (RNG states) as their digits.
-      table.update(repr(leaf).encode() if array.dtype == object else
-                   array.tobytes())
+    for leaf in jax.tree.leaves(learner.replay):
+      table.update(np.asarray(leaf).tobytes())
     return {
         'epoch': agent.current_epoch,
-        'step': agent.trainer.step,
+        'step': int(learner.train.step),
         'table': table.hexdigest(),
-        'counts': list(agent.table.counts),
+        'counts': [int(learner.replay.num_inserts),
+                   int(learner.replay.num_samples)],
         'params': [np.asarray(x).ravel().tolist()
-                   for x in jax.tree.leaves(agent.trainer.params)],
+                   for x in jax.tree.leaves(learner.train.params)],
     }
 
   full = train(os.path.join(out, 'full'), 4)
@@ -331,9 +239,9 @@ def test_replay_learners_train_across_two_processes():
     # each process fed its own table from its own envs.
     jobs.assert_learn_in_step(a, b)
     # Every table is sampled at each update, none past the job's ratio.
-    samples = a['counts'][2]
-    assert b['counts'][2] == samples
-    assert 0 < samples <= 2.0 * min(a['counts'][1], b['counts'][1])
+    samples = a['counts'][1]
+    assert b['counts'][1] == samples
+    assert 0 < samples <= 2.0 * min(a['counts'][0], b['counts'][0])
 
 
 def test_a_device_epoch_is_refused():
@@ -343,7 +251,7 @@ def test_a_device_epoch_is_refused():
   )
   agent = configurables.train_rl(build_only=True)
   with pytest.raises(ValueError, match='trains on the host path'):
-    multihost.join_agent(agent)
+    agent.join_job()
 
 
 def test_a_process_that_cannot_write_its_state_folder_is_named(

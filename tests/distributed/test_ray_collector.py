@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -82,53 +83,47 @@ def _assert_loopback_only() -> int:
   return len(bound)
 
 
-def _epoch_data(collector):
-  """Epoch 0 of a fresh PolicyGradient, collected by `collector`."""
+def _epoch_data(n_actors, kill=False):
+  """Epoch 1 of a fresh PolicyGradient on `n_actors` rollout actors: its
+  average return and the learner's ring of steps (as lists)."""
   configurables.parse([], _lines(PG))
   agent = configurables.train_rl(build_only=True)
-  avg = collector.collect(agent)
-  data = [
-    (t.total_return, t.to_np().observation.tolist(), t.to_np().action.tolist())
-    for t in agent.task.trajectories[0]
+  agent.set_collector(
+    ray_collector.RayCollector(n_actors=n_actors, max_in_flight=2),
+    functools.partial(configurables.build_agent, PG),
+  )
+  source = agent.runner.source
+  killed = []
+
+  def kill_first_actor(unit):
+    del unit
+    if kill and not killed:  # Mid-epoch: after the first unit came back.
+      pid = source.actor_pids()[0]
+      os.kill(pid, signal.SIGKILL)
+      killed.append(pid)
+
+  source.on_work_done = kill_first_actor
+  try:
+    agent.run(1)
+    if kill:
+      _assert_loopback_only()
+      assert source.restarts == 1  # The killed actor was replaced once.
+      assert killed[0] not in source.actor_pids()
+  finally:
+    agent.close()
+  ring = agent.learner.ring
+  return agent.avg_returns, [
+    np.asarray(x).tolist()
+    for x in (ring.observation, ring.action, ring.reward, ring.length)
   ]
-  return avg, data, agent.task.n_interactions()
-
-
-def _collector(n_actors):
-  collector = ray_collector.RayCollector(n_actors=n_actors, max_in_flight=2)
-  collector.set_agent_factory(functools.partial(configurables.build_agent, PG))
-  configurables.parse([], _lines(PG))
-  collector.start(configurables.train_rl(build_only=True))
-  return collector
 
 
 def test_epoch_mode_data_is_the_same_for_1_and_2_actors_and_a_kill(cluster):
   del cluster
-  collector = _collector(1)
-  try:
-    one = _epoch_data(collector)
-  finally:
-    collector.close()
-  collector = _collector(2)
-  try:
-    two = _epoch_data(collector)
-    pids = collector.actor_pids()
-    killed_pids = []
-
-    def kill_first_actor(unit):
-      del unit
-      if not killed_pids:  # Mid-epoch: after the first unit came back.
-        os.kill(pids[0], signal.SIGKILL)
-        killed_pids.append(pids[0])
-
-    collector.on_work_done = kill_first_actor
-    killed = _epoch_data(collector)
-    _assert_loopback_only()
-    assert collector.restarts == 1  # The killed actor was replaced once.
-    assert pids[0] not in collector.actor_pids()
-  finally:
-    collector.close()
-  assert len(one[1]) == 6
+  one = _epoch_data(1)
+  two = _epoch_data(2)
+  killed = _epoch_data(2, kill=True)
+  assert np.sum(np.asarray(one[1][3]) > 0) > 6  # The episodes' steps.
   assert one == two == killed
 
 
@@ -136,39 +131,42 @@ def test_stream_mode_credits_lag_and_a_dead_actor(cluster):
   del cluster
   configurables.parse([], _lines(DQN))
   agent = configurables.train_rl(build_only=True)
-  collector = ray_collector.RayCollector(
-    n_actors=2, chunk_length=8, max_in_flight=1, publish_every=4
+  agent.set_collector(
+    ray_collector.RayCollector(
+      n_actors=2, chunk_length=8, max_in_flight=1, publish_every=4
+    ),
+    functools.partial(configurables.build_agent, DQN),
   )
-  collector.set_agent_factory(functools.partial(configurables.build_agent, DQN))
-  agent.set_collector(collector)
+  source = agent.runner.source
   records, pids = [], []
 
   def after_epoch(agent_, record):
     records.append(record)
     if agent_.current_epoch == 1:
-      pids.extend(collector.actor_pids())
+      pids.extend(source.actor_pids())
 
   def kill_second_actor(chunk):
     del chunk
     if agent.current_epoch == 2 and len(pids) == 2:
       os.kill(pids.pop(), signal.SIGKILL)
 
-  collector.on_work_done = kill_second_actor
+  source.on_work_done = kill_second_actor
   try:
     agent.run(3, callbacks=[after_epoch])
     _assert_loopback_only()
   finally:
     agent.close()
   # Samples per insert: the learner sampled exactly as the limiter allows.
-  table, spi, per_call = agent.table, 2.0, 4
-  owed = spi * (table.num_inserts - 16)
-  assert owed <= table.num_samples <= owed + per_call
+  replay, spi, per_call = agent.learner.replay, 2.0, 4
+  inserts, samples = int(replay.num_inserts), int(replay.num_samples)
+  owed = spi * (inserts - 16)
+  assert owed <= samples <= owed + per_call
   # The dead actor lost at most its in-flight chunk; the epoch was refilled.
-  assert collector.restarts == 1
+  assert source.restarts == 1
   assert records[1]['ray/lost_chunks'] <= 1
-  assert agent.task.n_interactions() == 3 * 64
+  assert records[-1]['n_interactions'] == 3 * 64
   assert [r['ray/chunks'] for r in records] == [4.0, 4.0, 4.0]
-  assert agent.trainer.step > 0
+  assert int(agent.learner.train.step) > 0
   assert all(r['ray/policy_lag'] >= 0 for r in records)
   assert records[-1]['ray/policy_lag_max'] > 0  # Chunks came from old params.
 
@@ -215,8 +213,11 @@ def test_a_killed_learner_resumes_with_its_replay(cluster, tmp_path):
   )
   agent = configurables.train_rl(output_dir=str(out))
   assert agent.current_epoch == epoch + 1
-  assert agent.task.n_interactions() == saved['task']['n_interactions'] + 64
-  assert agent.table.num_inserts > saved['state']['table']['num_inserts']
+  source = agent.runner.source.state_dict()
+  assert source['n_interactions'] == saved['source']['n_interactions'] + 64
+  # The replay came back: the epoch's chunks went in on top of it.
+  inserted = int(agent.learner.replay.num_inserts)
+  assert inserted >= saved['source']['n_interactions'] + 64 - 2 * 2
   records = [
     json.loads(line)
     for line in (out / 'metrics.jsonl').read_text().splitlines()
@@ -242,6 +243,17 @@ for name, config in json.loads(sys.argv[4]).items():
   agent = configurables.train_rl(
       n_epochs=2, multihost=True, coordinator_address=f'127.0.0.1:{port}',
       num_processes=2, process_id=process_id)
+  if hasattr(agent, 'program'):  # A program agent.
+    learner = agent.learner
+    data = agent.runner.source._local.collect(agent.runner.learner).rollout
+    out[name] = {
+        'step': int(learner.train.step),
+        'devices': jax.process_count(),
+        'params': [np.asarray(x).ravel().tolist()
+                   for x in jax.tree.leaves(learner.train.params)],
+        'observations': np.asarray(data.observation).tolist(),
+    }
+    continue
   trainer = agent.loop.trainer if hasattr(agent, 'loop') else agent.trainer
   last = agent.task.trajectories[max(agent.task.trajectories)]
   out[name] = {

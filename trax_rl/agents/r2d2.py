@@ -2,23 +2,13 @@
 
 Kapturowski et al., 2019, "Recurrent Experience Replay in Distributed
 Reinforcement Learning", after Acme's JAX R2D2 (its defaults are ours). One
-process plays the roles of Acme's actors and learner:
-
-- Acting: one jitted call per vector-env step computes Q values and the next
-  LSTM state of all envs; each env's state is zeroed where its episode
-  starts and the state before the step is recorded in the agent info. Env i
-  explores with its own epsilon (`policies.apex_epsilons`).
-- Replay: the `SequenceAdder` cuts the epoch's trajectory slices into
-  overlapping segments that go into a prioritized `Table` whose rate limiter
-  holds the samples-per-insert ratio; inserts and updates alternate.
-- Learning: a `Trainer` on `R2D2Loss`; the new priorities go back to the
-  table. `n_devices` makes the update data-parallel over local devices.
-- On a JAX env id (`gymnax:...`) all of it runs as one compiled epoch
-  (`device.sequence_epoch`): the same loss, update and segments.
-
-Validation, table setup, the insert/learn loop, priorities and checkpoints
-are those of `replay_value.ReplayValueAgent`, the replay-agent base; R2D2
-brings the recurrent network, the sequence adder and the acting policy.
+process plays the roles of Acme's actors and learner; the algorithm is
+`algorithms.r2d2.SequenceProgram`, the same on every source: an LSTM
+policy whose core state is recorded per step, segments of
+`burn_in + trace_length + 1` steps every `sequence_period` steps into a
+prioritized table whose rate limiter holds the samples-per-insert ratio,
+and `R2D2Loss`'s updates with their priorities written back. Env i
+explores with its own epsilon (`policies.apex_epsilons`).
 """
 
 from collections.abc import Callable
@@ -26,18 +16,16 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import collection, compile_options, policies, types, validation
+from trax_rl import policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import replay_value
-from trax_rl.device import sequence_epoch
+from trax_rl.algorithms import r2d2 as r2d2_lib
 from trax_rl.losses import r2d2 as r2d2_losses
 from trax_rl.networks import base as networks_base
 from trax_rl.networks import recurrent
-from trax_rl.replay import sequence_adder
 
 
 class R2D2(replay_value.ReplayValueAgent):
@@ -92,7 +80,7 @@ class R2D2(replay_value.ReplayValueAgent):
       evaluation_epsilon: the least exploration rate of evaluation policies
         (Acme's evaluation_epsilon); 0 keeps temperature-0 evaluation greedy.
       **kwargs: for `ReplayValueAgent` (optimizer, max_gradient_norm,
-        n_devices, num_sgd_steps_per_step) and `Agent`
+        n_devices, num_sgd_steps_per_step) and `ProgramAgent`
         (n_interactions_per_epoch, output_dir, seed ...).
 
     Raises:
@@ -111,14 +99,17 @@ class R2D2(replay_value.ReplayValueAgent):
     loss_fn = r2d2_losses.R2D2Loss() if loss_fn is None else loss_fn
     if not isinstance(loss_fn, r2d2_losses.R2D2Loss):
       raise ValueError(f'R2D2 needs an R2D2Loss, got {loss_fn!r}')
+    if kwargs.get('n_interactions_per_epoch') is None:
+      raise ValueError(
+        'R2D2 cuts segments from epochs of env steps: set '
+        'n_interactions_per_epoch instead of n_trajectories_per_epoch'
+      )
     validation.check_count('trace_length', trace_length, 1)
     validation.check_count('sequence_period', sequence_period, 1)
-    self._burn_in = loss_fn.burn_in_length
-    self._trace_length = trace_length
+    self._sequence_length = loss_fn.burn_in_length + trace_length + 1
     self._sequence_period = sequence_period
     self._epsilon_range = (float(epsilon_min), float(epsilon_max))
     self._evaluation_epsilon = float(evaluation_epsilon)
-    self._core_states = {False: None, True: None}
     self._actor_slot = (0, 1)  # (slot, n_slots) on a rollout actor.
     super().__init__(
       task,
@@ -136,7 +127,6 @@ class R2D2(replay_value.ReplayValueAgent):
       learning_rate=learning_rate,
       **kwargs,
     )
-    self._unroll = compile_options.jit(self._network.unroll)
 
   # The replay agent's hooks.
   def _make_network(self, module: nn.Module) -> networks_base.RecurrentNetwork:
@@ -144,70 +134,58 @@ class R2D2(replay_value.ReplayValueAgent):
       module, self._task.example_observation()
     )
 
-  # The device path (a JAX env id): `sequence_epoch.SequenceEpoch`.
-  _device_epoch_class = sequence_epoch.SequenceEpoch
-  _device_rows_per_step = sequence_epoch.SLOTS
-
-  def _device_epoch_args(self) -> dict[str, Any]:
-    epsilons = self.epsilons(self._task.n_envs, 1.0, evaluation=False)
-    mean = float(np.mean(epsilons))
-    return dict(
-      exploration=lambda env_steps: jnp.float32(mean),  # The record's.
-      sequence_length=self._adder.sequence_length,
-      sequence_period=self._sequence_period,
-      epsilons=tuple(float(e) for e in epsilons),
-      evaluation_epsilon=self._evaluation_epsilon,
-    )
-
-  def _make_adder(self) -> sequence_adder.SequenceAdder:
-    return sequence_adder.SequenceAdder(
-      self._burn_in,
-      self._trace_length,
-      self._sequence_period,
-      self._task.gamma,
-      core_state_fn=self._core_state,
-    )
-
-  def _core_state(self, info: dict[str, np.ndarray]) -> recurrent.LSTMState:
-    """A segment's stored core state; zeros for a slice recorded without."""
-    if info:
-      return recurrent.state_from_info(info)
-    return jax.tree.map(
-      lambda x: np.asarray(x)[0], self._network.initial_state(1)
-    )
-
-  def _new_items(self, trajectories) -> types.Segment | None:
-    segments = self._adder.add_trajectories(trajectories)
-    return sequence_adder.stack(segments) if segments else None
+  def _insert_rows(self, n_steps: int, n_envs: int) -> int:
+    # Segments go in a chunk at a time (`SequenceProgram.observe`).
+    return n_envs * (n_steps // self._sequence_period + 1)
 
   def _insert_chunk_size(self) -> int:
     return 1  # Segment by segment, as the rate limiter allows.
 
-  def _example_batch(self, n: int) -> types.Batch:
-    segment = sequence_adder.zero_segment(
-      self._task.example_observation(),
-      np.zeros((), np.int32),
-      self._adder.sequence_length,
-      self._core_state({}),
+  def _example_item(self) -> types.Segment:
+    return self._sequence_program(self._task.n_envs).example_item()
+
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    """R2D2 spreads its own epsilon range over all actors' envs."""
+    del epsilon
+    self._actor_slot = (slot, n_slots)
+    self._program = None
+
+  def _sequence_program(self, n_envs: int, prioritized: bool = True):
+    epsilons = self.epsilons(n_envs, 1.0)
+    return r2d2_lib.SequenceProgram(
+      network=self._network,
+      loss_fn=self._loss_fn,
+      optimizer=self._optimizer,
+      table=getattr(self, '_table', None),
+      exploration=lambda env_steps: np.float32(np.mean(epsilons)),
+      example_observation=self._task.example_observation(),
+      n_envs=n_envs,
+      n_step=1,
+      gamma=self._task.gamma,
+      batch_size=self._batch_size,
+      num_sgd_steps_per_step=self._num_sgd,
+      target_update_period=self._target_update_period,
+      prioritized=prioritized,
+      value_eval_steps=self._value_eval_steps,
+      axis_name=self._axis_name,
+      sequence_length=self._sequence_length,
+      sequence_period=self._sequence_period,
+      max_rollout_steps=self.max_rollout_steps(),
+      epsilons=tuple(float(e) for e in epsilons),
+      evaluation_epsilon=self._evaluation_epsilon,
     )
-    return types.Batch(
-      sequence_adder.stack([segment] * n), np.ones(n, np.float32)
-    )
+
+  def make_program(self, n_envs: int):
+    return self._sequence_program(n_envs, self._prioritized).program()
 
   @property
   def network(self) -> networks_base.RecurrentNetwork:
     return self._network
 
-  # Acting.
-  def _select_action(self, params, key, index, obs, state, first, epsilon):
-    state = recurrent.reset_where(first, state)
-    out, new_state = self._network.apply(params, obs, state)
-    key = policies.key_for_step(key, index)
-    action = policies.epsilon_greedy(out.q_values, key, epsilon)
-    return action, state, new_state
-
-  def epsilons(self, n_envs: int, temperature: float, evaluation: bool):
-    """Per-env exploration rates `[n_envs]` at `temperature`."""
+  def epsilons(self, n_envs: int, temperature: float = 1.0) -> np.ndarray:
+    """Per-env exploration rates `[n_envs]` of the training policy."""
     low, high = self._epsilon_range
     alpha = 0.0
     if low < high:  # Then 0 < high < 1: log(high) < 0.
@@ -216,44 +194,7 @@ class R2D2(replay_value.ReplayValueAgent):
     # On rollout actors the rates spread over the envs of all actors.
     spread = policies.apex_epsilons(n_envs * n_slots, high, alpha)
     spread = spread[slot * n_envs : (slot + 1) * n_envs]
-    floor = self._evaluation_epsilon if evaluation else 0.0
-    return np.maximum(np.float32(temperature) * spread, floor).astype(
-      np.float32
-    )
-
-  def _acting_policy(
-    self, temperature: float, evaluation: bool
-  ) -> collection.BatchPolicy:
-    """Epsilon-greedy with memory; `evaluation` keeps its own core states.
-
-    The info of each step holds the core state before it (`core_hidden`,
-    `core_cell`), for the sequence adder.
-    """
-    evaluation = bool(evaluation)
-    cache = {}
-
-    def policy(obs, first):
-      n = len(obs)
-      if n not in cache:
-        cache[n] = self.epsilons(n, temperature, evaluation)
-      state = self._core_states[evaluation]
-      first = np.asarray(first, bool)
-      if state is None or state.hidden.shape[0] != n:
-        state = self._network.initial_state(n)
-      key, index = self.acting_key(evaluation)
-      action, before, after = self._select(
-        self._trainer.params,
-        key,
-        index,
-        np.asarray(obs),
-        state,
-        first,
-        cache[n],
-      )
-      self._core_states[evaluation] = after
-      return np.asarray(action), recurrent.state_to_info(before)
-
-    return policy
+    return (np.float32(temperature) * spread).astype(np.float32)
 
   def policy(
     self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
@@ -264,31 +205,12 @@ class R2D2(replay_value.ReplayValueAgent):
     trajectory's observations from the zero state.
     """
     obs = np.stack(trajectory.observations)[:, None]  # [T + 1, 1, ...]
-    params = self._trainer.params
-    out, _ = self._unroll(params, obs, self._network.initial_state(1))
+    params = self.learner.train.params
+    out, _ = self._network.unroll(params, obs, self._network.initial_state(1))
     q_values = out.q_values[-1]  # [1, A]
-    key, index = self.acting_key(evaluation=True)
-    key = policies.key_for_step(key, index)
-    epsilon = self.epsilons(1, temperature, evaluation=True)
+    key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 6)
+    epsilon = max(
+      float(temperature) * float(self.epsilons(1)[0]), self._evaluation_epsilon
+    )
     action = policies.epsilon_greedy(q_values, key, epsilon)
     return np.asarray(action)[0], {'q_values': np.asarray(q_values)[0]}
-
-  # Rollout actors (`trax_rl.distributed`).
-  def act_as_rollout_actor(
-    self, slot: int, n_slots: int, epsilon: float
-  ) -> None:
-    del epsilon  # R2D2 spreads its own epsilon range over all actors' envs.
-    self._actor_slot = (slot, n_slots)
-
-  def can_take(self, n_steps: int) -> bool:
-    """Whether the table admits a segment now.
-
-    Segments go in one at a time between updates, so a chunk of any length
-    goes in once one segment can.
-    """
-    del n_steps
-    return self._table.can_insert(1)
-
-  def load_state_dict(self, state: dict[str, Any]) -> None:
-    super().load_state_dict(state)
-    self._core_states = {False: None, True: None}

@@ -1,9 +1,7 @@
-"""ReplayValueAgent: Acme-style value learners on a replay Table.
+"""ReplayValueAgent: the Acme value learners, any loss, on a replay table.
 
-The replay-agent base of trax_rl: validation, table setup, the insert and
-learn loop, priorities and checkpoints live here once. `ReplayValueAgent`
-learns on n-step transitions; `r2d2.R2D2` overrides the network, adder,
-acting policy and example batch for recurrent sequence replay.
+The agent is a constructor: it checks its knobs and configures the value
+program (`algorithms.value`), which every source runs the same way.
 """
 
 from collections.abc import Callable
@@ -11,42 +9,64 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import numpy as np
 import optax
 
-from trax_rl import collection, types, validation
+from trax_rl import envs, types, validation
 from trax_rl import task as task_lib
-from trax_rl.agents import device_value, value_agents
+from trax_rl.agents import program_agent, value_agents
+from trax_rl.algorithms import value as value_lib
 from trax_rl.losses import q_learning
+from trax_rl.networks import base as networks
 from trax_rl.networks import models
-from trax_rl.replay import adders, learner_table, samplers
-from trax_rl.replay import table as table_lib
-from trax_rl.supervised import loop as loop_lib
-from trax_rl.supervised import sharding
+from trax_rl.replay import device_table, samplers
+from trax_rl.supervised import update
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
 
 
-class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
-  """A value learner on a Reverb-like replay Table, any Acme-family loss.
+def limiter_bounds(
+  samples_per_insert: float,
+  min_size: int,
+  tolerance: float,
+  per_call: int,
+  insert_chunk: int,
+) -> tuple[float, float]:
+  """The samples-per-insert limiter's (min_diff, max_diff) window.
+
+  Learning runs after each inserted chunk until the limiter stops it, so
+  the window lets one chunk and one learner call through (wider still
+  where `tolerance * samples_per_insert * min_size` is, Acme's).
+
+  Args:
+    samples_per_insert: the target ratio.
+    min_size: items before the first sample.
+    tolerance: the window's half-width, as a fraction of the ratio's
+      offset `samples_per_insert * min_size`.
+    per_call: items one learner call samples.
+    insert_chunk: items inserted between two learning phases.
+  """
+  offset = samples_per_insert * min_size
+  slack = tolerance * offset
+  return (
+    offset - max(per_call, slack),
+    offset + max(insert_chunk * samples_per_insert + per_call, slack),
+  )
+
+
+class ReplayValueAgent(program_agent.ProgramAgent):
+  """A value learner on a Reverb-like replay table, any Acme-family loss.
 
   Each epoch: collect `n_interactions_per_epoch` env steps epsilon-greedily,
-  turn the new trajectories into replay items (n-step transitions here,
-  `adders`), then alternate inserting them and learning while the table's
-  rate limiter lets `batch_size * num_sgd_steps_per_step` items be sampled
-  (about `samples_per_insert` samples per inserted item once
+  turn them into n-step transitions, insert them into the table and learn
+  while its rate limiter lets `batch_size * num_sgd_steps_per_step` items
+  be sampled (about `samples_per_insert` samples per inserted item once
   `min_replay_size` items are in). Each learner call runs
-  `num_sgd_steps_per_step` updates in one jitted `lax.scan`. Losses that
-  return priorities (the prioritized ones) get a prioritized table and have
-  their priorities written back. A new item's priority is 1.0, as Acme's
-  adders insert it (their default priority function), whether or not the
-  table is prioritized.
-
-  With a JAX env (`RLTask.env = 'gymnax:CartPole-v1'`) the same epoch runs
-  on the device as one jitted call (`device.value_epoch`): collection,
-  n-step transitions, insertion, every learner call, target syncs and
-  priority writes, on a `DeviceTable` configured as the Table.
+  `num_sgd_steps_per_step` updates in one `lax.scan`. Losses that return
+  priorities (the prioritized ones) get a prioritized table and have their
+  priorities written back. A new item's priority is 1.0, as Acme's adders
+  insert it, whether or not the table is prioritized. The whole epoch is
+  `algorithms.value.ValueProgram`, on every source.
   """
 
   def __init__(
@@ -103,17 +123,19 @@ class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
       n_devices: learner devices: None or 1, k, or -1 for all local ones;
         each batch is sharded across them, gradients averaged.
       value_eval_steps: after each epoch's learning, the loss metrics of this
-        many batches of the epoch's new items (drawn uniformly by a
-        generator of their own, not trained on, the table untouched) go
-        into the epoch record as `value_eval/`; 0 turns it off. Updates per
-        epoch follow the rate limiter, so Trax's `value_evals_per_epoch`
-        has no meaning here.
-      **kwargs: for Agent: n_interactions_per_epoch (or
+        many uniform batches of the epoch's new items (not trained on, the
+        table untouched) go into the epoch record as `value_eval/`; 0 turns
+        it off. Updates per epoch follow the rate limiter, so Trax's
+        `value_evals_per_epoch` has no meaning here.
+      **kwargs: for `ProgramAgent`: n_interactions_per_epoch (or
         n_trajectories_per_epoch), n_eval_episodes, seed, output_dir...
 
     Raises:
       ValueError: on a bad argument or a non-Discrete action space.
     """
+    self._n_actions = envs.require_discrete(
+      task.action_space, type(self).__name__
+    )
     for name, value, minimum in (
       ('batch_size', batch_size, 1),
       ('n_step', n_step, 1),
@@ -121,6 +143,7 @@ class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
       ('max_replay_size', max_replay_size, 1),
       ('num_sgd_steps_per_step', num_sgd_steps_per_step, 1),
       ('value_eval_steps', value_eval_steps, 0),
+      ('target_update_period', target_update_period, 1),
     ):
       validation.check_count(name, value, minimum)
     if min_replay_size > max_replay_size:
@@ -132,263 +155,148 @@ class ReplayValueAgent(device_value.DevicePath, value_agents.ValueAgent):
     validation.check_non_negative(
       'samples_per_insert_tolerance_rate', samples_per_insert_tolerance_rate
     )
-    lr = learning_rate if callable(learning_rate) else lambda: learning_rate
+    super().__init__(task, **kwargs)
+    lr = learning_rate() if callable(learning_rate) else learning_rate
+    self._optimizer = update.make_optimizer(lr, optimizer, max_gradient_norm)
+    self._network = self._make_network(model_fn(n_actions=self._n_actions))
+    self._loss_fn = loss_fn
+    self._exploration = value_agents.as_schedule(epsilon, 'epsilon')
     self._n_step = n_step
     self._batch_size = batch_size
     self._num_sgd = num_sgd_steps_per_step
+    self._target_update_period = target_update_period
     self._value_eval_steps = value_eval_steps
-    super().__init__(
-      task,
-      value_model=model_fn,
-      value_optimizer=optimizer,
-      value_lr_schedule=lr,
-      max_gradient_norm=max_gradient_norm,
-      exploration_rate=epsilon,
-      sync_freq=target_update_period,
-      **kwargs,
-    )
-    task.set_n_replay_epochs(1)  # The Table is the memory.
-    self._loss_fn = loss_fn
-    self._env_steps = 0
-    self._adder = self._make_adder()
-    # Stream mode absorbs an epoch's trajectories as they arrive.
-    self._n_absorbed = 0
-    self._epoch_metrics: list[Any] = []
-    self._epoch_items: list[Any] = []
-    self._build_trainer(
-      loss_fn, num_steps=num_sgd_steps_per_step, n_devices=n_devices
-    )
+    self._n_devices = n_devices
     self._prioritized = self._returns_priorities()
-    self._table = self._make_table(
-      min_replay_size,
+    per_call = batch_size * num_sgd_steps_per_step
+    self._table = device_table.DeviceTable(
       max_replay_size,
-      samples_per_insert,
-      samples_per_insert_tolerance_rate,
-      priority_exponent,
+      samplers.Prioritized(priority_exponent)
+      if self._prioritized
+      else samplers.Uniform(),
+      min_size_to_sample=min_replay_size,
+      samples_per_insert=samples_per_insert,
+      error_buffer=limiter_bounds(
+        samples_per_insert,
+        min_replay_size,
+        samples_per_insert_tolerance_rate,
+        per_call,
+        self._insert_chunk_size(),
+      ),
     )
-    # Episodes the task played before the agent existed (epoch 0).
-    self._add_to_replay(task.trajectories.get(0, []))
-    self._device_store = self._make_device_store(n_step, target_update_period)
+    self._check_fits()
 
   # What a replay learner specializes.
-  def _make_adder(self) -> Any:
-    """The adder that turns trajectory slices into replay items."""
-    return adders.NStepTransitionAdder(self._n_step, self._task.gamma)
+  def _make_network(self, module: nn.Module) -> networks.Network:
+    return networks.from_module(module, self._task.example_observation())
 
-  def _new_items(self, trajectories) -> Any:
-    """The items `[N, ...]` the slices complete, or None."""
-    return self._adder.add_trajectories(trajectories)
+  def _insert_rows(self, n_steps: int, n_envs: int) -> int:
+    """The rows one insert of a rollout of `[n_steps, n_envs]` writes."""
+    return (n_steps + self._n_step - 1) * n_envs
 
   def _insert_chunk_size(self) -> int:
     """Items inserted between two learning phases (an epoch's worth)."""
-    chunk = self._n_interactions_per_epoch or 1024
-    return chunk + self._task.n_envs * self._n_step
+    task = self._task
+    if self._n_interactions_per_epoch is None:
+      return 1024 + task.n_envs * self._n_step
+    per_epoch = -(-self._n_interactions_per_epoch // task.n_envs) * task.n_envs
+    return per_epoch + task.n_envs * self._n_step
 
-  def _example_batch(self, n: int) -> types.Batch:
-    """A zero batch of `n` items, for shapes."""
-    obs = self._task.example_observation()
-    zeros = lambda shape, dtype: np.zeros((n,) + shape, dtype)
-    data = types.Transition(
-      observation=zeros(obs.shape, obs.dtype),
-      action=zeros((), np.int32),
-      reward=zeros((), np.float32),
-      discount=zeros((), np.float32),
-      next_observation=zeros(obs.shape, obs.dtype),
+  def _check_fits(self) -> None:
+    """Raises ValueError if one epoch's insert exceeds the replay."""
+    if self._n_interactions_per_epoch is None:
+      return
+    task = self._task
+    n_steps = -(-self._n_interactions_per_epoch // task.n_envs)
+    rows = self._insert_rows(n_steps, task.n_envs)
+    if rows > self._table.max_size:
+      raise ValueError(
+        f'one epoch of n_interactions_per_epoch={self._n_interactions_per_epoch} '
+        f'({n_steps} steps of {task.n_envs} envs) inserts up to {rows} items '
+        f'at once, more than max_replay_size ({self._table.max_size})'
+      )
+
+  def _example_item(self) -> Any:
+    """One replay item, for shapes (no batch axis)."""
+    return value_lib.transition_like(self._task.example_observation())
+
+  def _returns_priorities(self) -> bool:
+    """Whether the loss returns priorities (traced once, nothing run)."""
+    state = jax.eval_shape(
+      lambda key: update.init_state(
+        self._network, self._optimizer, key, target=True
+      ),
+      jax.random.PRNGKey(0),
     )
-    return types.Batch(data, np.full(n, 1.0 / n, np.float32))
-
-  def _acting_policy(
-    self, temperature: float, evaluation: bool
-  ) -> collection.BatchPolicy:
-    """The policy before the replay bookkeeping (`make_policy` adds it)."""
-    return super().make_policy(temperature, evaluation)
-
-  # Shared machinery.
-  def _make_table(self, min_size, max_size, spi, tolerance, exponent):
-    return learner_table.make(
-      max_size,
-      samplers.Prioritized(exponent)
-      if self._prioritized
-      else samplers.Uniform(),
-      min_size,
-      spi,
-      tolerance,
-      self._batch_size * self._num_sgd,
-      self._insert_chunk_size(),
-      seed=int(self._rng.integers(2**31 - 1)),
+    batch = types.Batch(
+      jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((self._batch_size, *x.shape), x.dtype),
+        self._example_item(),
+      ),
+      jax.ShapeDtypeStruct((self._batch_size,), 'float32'),
     )
+    _, extra = jax.eval_shape(
+      lambda t, b: self._loss_fn(
+        self._network, t.params, t.target_params, b, t.key
+      ),
+      state,
+      batch,
+    )
+    return extra.priorities is not None
 
-  @property
-  def table(self) -> table_lib.Table:
-    return self._table
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    """A stream actor explores at its own Ape-X rate (`epsilon`)."""
+    del slot, n_slots
+    self._exploration = value_agents.as_schedule(float(epsilon), 'epsilon')
+    self._program = None
 
+  def make_program(self, n_envs: int):
+    return value_lib.ValueProgram(
+      network=self._network,
+      loss_fn=self._loss_fn,
+      optimizer=self._optimizer,
+      table=self._table,
+      exploration=self._exploration,
+      example_observation=self._task.example_observation(),
+      n_envs=n_envs,
+      n_step=self._n_step,
+      gamma=self._task.gamma,
+      batch_size=self._batch_size,
+      num_sgd_steps_per_step=self._num_sgd,
+      target_update_period=self._target_update_period,
+      prioritized=self._prioritized,
+      value_eval_steps=self._value_eval_steps,
+      axis_name=self._axis_name,
+    ).program()
+
+  # Views.
   @property
-  def adder(self) -> Any:
-    return self._adder
+  def network(self) -> networks.Network:
+    return self._network
 
   @property
   def loss_fn(self) -> types.LossFn:
     return self._loss_fn
 
   @property
+  def table(self) -> device_table.DeviceTable:
+    return self._table
+
+  @property
+  def n_actions(self) -> int:
+    return self._n_actions
+
+  @property
+  def prioritized(self) -> bool:
+    return self._prioritized
+
+  @property
   def env_steps(self) -> int:
     """Env steps taken by the training policy (the epsilon schedule's step)."""
-    return self._env_steps
+    return int(self.learner.env_steps)
 
-  def exploration_step(self) -> int:
-    return self._env_steps
-
-  def make_policy(
-    self, temperature: float, evaluation: bool
-  ) -> collection.BatchPolicy:
-    """The acting policy; for training it also records the stream info."""
-    policy = self._acting_policy(temperature, evaluation)
-    if evaluation:
-      return policy
-
-    def train_policy(obs, first):
-      action, info = policy(obs, first)
-      self._env_steps += len(obs)
-      return action, dict(info, **adders.stream_info(first))
-
-    return train_policy
-
-  def _returns_priorities(self) -> bool:
-    """Whether the loss returns priorities (traced once, nothing run)."""
-    state = self._trainer.state
-    _, extra = jax.eval_shape(
-      lambda p, t, b: self._loss_fn(self._network, p, t, b, state.key),
-      state.params,
-      state.target_params,
-      self._example_batch(self._batch_size),
-    )
-    return extra.priorities is not None
-
-  def _stack(self, batch: types.Batch) -> types.Batch:
-    """[K * B, ...] -> [K, B, ...] for a fused call of K updates."""
-    if self._num_sgd == 1:
-      return batch
-    shape = (self._num_sgd, self._batch_size)
-    return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), batch)
-
-  def compile_update(self) -> None:
-    self._trainer.compile(
-      self._stack(self._example_batch(self._batch_size * self._num_sgd))
-    )
-
-  def _insert(self, items: Any, enforce_limit: bool = True) -> None:
-    self._table.insert_batch(
-      adders.as_stored(items),
-      adders.NEW_ITEM_PRIORITY,
-      enforce_limit=enforce_limit,
-    )
-
-  def _learner_call(self, metrics: list[Any]) -> None:
-    """One learner call: sample, update, write the priorities back."""
-    sample = self._table.sample(self._batch_size * self._num_sgd)
-    batch = types.Batch(sample.data, sample.probability.astype(np.float32))
-    extra = self._trainer.train_step(self._stack(batch))
-    if self._prioritized:
-      priorities = np.asarray(extra.priorities, np.float64).reshape(-1)
-      self._table.mutate_priorities(sample.keys, priorities)
-    metrics.append(extra.metrics)  # Read once per epoch: no sync here.
-
-  def _add_to_replay(self, trajectories) -> tuple[list[Any], Any]:
-    """Inserts the slices' items, learning as the rate limiter allows.
-
-    `learner_table.insert_and_learn` says how; across hosts
-    (`train_rl.multihost`) the processes' tables are limited as one.
-
-    Returns:
-      (the metrics of each learner call (device arrays), the items `[N, ...]`
-      or None).
-    """
-    items = self._new_items(trajectories)
-    metrics = []
-
-    def insert(rows: slice, enforce_limit: bool) -> None:
-      self._insert(jax.tree.map(lambda x: x[rows], items), enforce_limit)
-
-    learner_table.insert_and_learn(
-      self._table,
-      0 if items is None else len(items.reward),
-      self._insert_chunk_size(),
-      self._batch_size * self._num_sgd,
-      insert,
-      lambda: self._learner_call(metrics),
-      name=type(self).__name__,
-    )
-    return metrics, items
-
-  def _evaluate(self, items: Any) -> dict[str, float]:
-    """Loss metrics on `value_eval_steps` batches of the epoch's new items."""
-    n = 0 if items is None else len(items.reward)
-    # Across hosts every process evaluates (a collective) or none does.
-    if not (self._value_eval_steps and sharding.gather_ints([n]).min()):
-      return {}
-    rng = np.random.default_rng([self._seed, self._epoch, 7])
-    probability = np.full(self._batch_size, 1.0 / n, np.float32)
-    batches = []
-    for _ in range(self._value_eval_steps):
-      rows = rng.integers(n, size=self._batch_size)
-      data = adders.as_stored(jax.tree.map(lambda x, r=rows: x[r], items))
-      batches.append(types.Batch(data, probability))
-    return loop_lib.mean_metrics(self._trainer, batches)
-
-  streams_experience = True
-
-  def can_take(self, n_steps: int) -> bool:
-    """Whether the Table's rate limiter lets `n_steps` more items in."""
-    return self._table.can_insert(max(n_steps, 1))
-
-  def absorb(self) -> None:
-    """Adds this epoch's trajectories not added yet, learning as allowed."""
-    trajectories = self._task.trajectories.get(self._epoch, [])
-    new = trajectories[self._n_absorbed :]
-    self._n_absorbed = len(trajectories)
-    per_call, items = self._add_to_replay(new)
-    self._epoch_metrics.extend(per_call)
-    if items is not None:
-      self._epoch_items.append(items)
-
-  def train_epoch(self) -> dict[str, float]:
-    """Adds this epoch's trajectories to replay and learns on it."""
-    self.absorb()
-    per_call = jax.device_get(self._epoch_metrics)
-    items = adders.concatenate(self._epoch_items)
-    self._n_absorbed, self._epoch_metrics, self._epoch_items = 0, [], []
-    n_items = 0 if items is None else len(items.reward)
-    metrics = {
-      k: float(np.mean([m[k] for m in per_call]))
-      for k in (per_call[0] if per_call else {})
-    }
-    metrics.update(
-      new_items=n_items,
-      n_updates=len(per_call) * self._num_sgd,
-      replay_size=self._table.size,
-      sgd_steps=self._trainer.step,
-      epsilon=self.exploration_rate(),
-    )
-    record = {f'value/{k}': v for k, v in metrics.items()}
-    evals = self._evaluate(items)
-    record.update({f'value_eval/{k}': v for k, v in evals.items()})
-    return record
-
-  def state_dict(self) -> dict[str, Any]:
-    state = dict(
-      super().state_dict(),
-      env_steps=self._env_steps,
-      adder=self._adder.state_dict(),
-      table=self._table.state_dict(),
-    )
-    if self._device_store is not None:
-      state['device_learner'] = self._device_store.state_dict()
-    return state
-
-  def load_state_dict(self, state: dict[str, Any]) -> None:
-    super().load_state_dict(state)
-    self._env_steps = int(state['env_steps'])
-    self._adder.load_state_dict(state['adder'])
-    self._table.load_state_dict(state['table'])
-    if self._device_store is not None:
-      self._device_store.load_state_dict(state['device_learner'])
+  @property
+  def train_state(self) -> Any:
+    return self.learner.train

@@ -87,29 +87,6 @@ def single_steps(
   )
 
 
-def packed_steps(steps: rollout.Rollout) -> dict[str, jax.Array]:
-  """The rollout as the actor-critics' packed step arrays, `[N * T, ...]`.
-
-  Field names and meaning are those of the actor-critic `EpochData` that
-  `pack_trajectories` builds from host trajectories: `terminal` where an
-  episode terminated, `boundary` where a trajectory ends otherwise (a time
-  limit or the end of the rollout: bootstrap from `next_observation`).
-  """
-  ends = trajectory_ends(steps)
-  n = steps.reward.shape[0] * steps.reward.shape[1]
-  dist_inputs = steps.agent_info['dist_inputs']
-  return {
-    'observation': env_major(steps.observation),
-    'action': env_major(steps.action),
-    'reward': env_major(steps.reward),
-    'terminal': env_major(steps.terminated).astype(jnp.float32),
-    'boundary': env_major(ends & ~steps.terminated).astype(jnp.float32),
-    'next_observation': env_major(steps.next_observation),
-    'dist_inputs': env_major(dist_inputs).reshape(n, -1).astype(jnp.float32),
-    'mask': jnp.ones(n, jnp.float32),
-  }
-
-
 def permutations(key: jax.Array, count: int, n: int) -> jax.Array:
   """`[count, n]` independent uniformly random permutations of 0..n-1.
 

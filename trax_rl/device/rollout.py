@@ -36,7 +36,7 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 
-from trax_rl import jax_envs
+from trax_rl import jax_envs, types
 
 WINDOW = 100  # episode_return_mean averages the last this many episodes.
 
@@ -63,17 +63,8 @@ class EnvCarry(NamedTuple):
   core: Any = ()  # a recurrent policy's state, leaves [N, ...]; () if none
 
 
-class Rollout(NamedTuple):
-  """What `rollout` emits, every field `[T, N, ...]` (time major)."""
-
-  observation: Any  # o_t
-  action: Any  # a_t as sampled (unclipped)
-  reward: Any  # r_t, float32
-  terminated: Any  # bool, the episode ended naturally after a_t
-  truncated: Any  # bool, it hit a time limit after a_t (bootstrap)
-  next_observation: Any  # o_{t+1}; the final observation where it ended
-  agent_info: dict[str, Any]  # the policy's info, e.g. dist_inputs
-  episode_return: Any  # float32, the full return where an episode ended
+# The rollout pytree every source emits (defined with the shared types).
+Rollout = types.Rollout
 
 
 def init_carry(
@@ -182,6 +173,7 @@ def step(
     next_observation=out.observation,
     agent_info=info,
     episode_return=jnp.where(done, ep_return, 0.0),
+    valid=jnp.ones(n, bool),
   )
   return new_carry, emitted
 

@@ -1,30 +1,23 @@
 """A learner across hosts: `jax.distributed`, one process per host.
 
-`train_rl.multihost = True` calls `initialize` before any JAX use and
-`join_agent` once the agent is restored. From then on every `Trainer`
-updates on the global mesh (`supervised.sharding`): each process brings
-its own rows of every batch, the update is one jitted program over the
-global batch sharded along the 'data' axis of every process's devices,
-and the train state is replicated. XLA inserts the cross-process
-reduction of the gradients (no `shard_map` + `pmean`, whose gradient of a
-replicated input comes out doubled). Process 0 is the chief: it writes
-output_dir's checkpoint, metrics and config.gin; every other process
-writes its own state (envs, replay table, random streams) under
-output_dir/processes/<index>/ before the chief commits, and gets it back
-on resume (`agents.checkpointing`).
+`train_rl.multihost = True` calls `initialize` (through `join_job`)
+before any JAX use; the program agent then joins with
+`ProgramAgent.join_job` (`trax_rl.sources.processes`): every process
+steps its own envs and brings its own rows of each batch, the learner is
+one program over the processes' mapped axis (gradients and the replay's
+rate limiter agree across it), and the train state is replicated. Process
+0 is the chief: it writes output_dir's checkpoint, metrics and config.gin;
+every other process writes its own state (envs, replay, random streams)
+under output_dir/processes/<index>/ before the chief commits, and gets it
+back on resume (`run.runner`).
 """
 
 import os
 from typing import Any
 
 import jax
-import numpy as np
-from jax.experimental import multihost_utils
-from jax.sharding import Mesh
 
 from trax_rl import jax_envs, validation
-from trax_rl.agents import base
-from trax_rl.supervised import sharding
 
 # Where `initialize` looks for what it is not given (JAX itself reads only
 # the coordinator's address from the environment).
@@ -137,52 +130,3 @@ def _env_int(name: str) -> int | None:
 def is_chief() -> bool:
   """Whether this process publishes parameters and writes checkpoints."""
   return jax.process_index() == 0
-
-
-def join_agent(agent: base.Agent) -> None:
-  """Readies a restored agent to train as this process of the job.
-
-  Every process must start from the same state: the chief's checkpoint
-  (all processes read the same output_dir) or, without one, the same
-  seed. A process other than the chief that restored its own state
-  (`processes/<index>/` in output_dir) goes on with it; one that did not
-  draws its env resets, random actions and acting keys from (seed,
-  process index, epoch), so that the processes collect different data;
-  the chief's streams stay a single-process run's.
-
-  The replay learners (ReplayValueAgent, R2D2) keep one table per
-  process, fed by that process's envs, and limit the tables as one
-  (`learner_table.insert_and_learn`), so every process makes the same
-  learner calls.
-
-  Args:
-    agent: the agent, after `restore()`.
-
-  Raises:
-    ValueError: the processes are at different epochs (their output_dirs
-      differ and only some hold a checkpoint), or the agent runs on the
-      device path, where processes could not keep in step.
-  """
-  if agent.device_runner() is not None:
-    raise device_path_refusal(agent.task.env_spec)
-  epochs = multihost_utils.process_allgather(np.int32(agent.current_epoch))
-  if len(set(np.asarray(epochs).tolist())) > 1:
-    raise ValueError(
-      f'the processes restored epochs {np.asarray(epochs).tolist()}: give '
-      'every process the same output_dir, on storage all hosts can read'
-    )
-  index = jax.process_index()
-  if index == 0 or agent.restored_process_state:
-    return  # The chief's streams, or this process's own restored ones.
-  agent.task.reseed([agent.task.seed, index, agent.current_epoch])
-  agent.reseed_acting(jax.random.fold_in(jax.random.PRNGKey(agent.seed), index))
-
-
-def global_mesh() -> Mesh:
-  """A one-axis 'data' mesh over the devices of every process."""
-  return sharding.make_mesh(jax.local_device_count())
-
-
-def local_copy(tree: Any) -> Any:
-  """This process's copy of replicated global arrays, as numpy."""
-  return jax.tree.map(np.asarray, sharding.to_device(tree))

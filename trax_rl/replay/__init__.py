@@ -1,1 +1,1 @@
-"""Replay: a Reverb-like `table.Table` over a numpy `sum_tree.SumTree`."""
+"""Replay: `DeviceTable`, a Reverb-like table of jnp arrays (every source)."""

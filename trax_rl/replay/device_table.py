@@ -126,20 +126,26 @@ class DeviceTable:
     return jnp.minimum(state.num_inserts, self.max_size)
 
   def _error_after(self, state, inserts, samples):
+    """(inserts * spi - samples after the call, its float32 rounding)."""
     limiter = self.limiter
-    return (state.num_inserts + inserts).astype(jnp.float32) * limiter.spi - (
-      state.num_samples + samples
-    ).astype(jnp.float32)
+    scaled = (state.num_inserts + inserts).astype(jnp.float32) * limiter.spi
+    error = scaled - (state.num_samples + samples).astype(jnp.float32)
+    # Reverb computes in float64; in float32 (and with the multiply-add
+    # XLA may fuse) a bound met exactly, e.g. 15 * 0.3 - 1 = 3.5, can come
+    # out a few ulps past it. Bounds count as met within that rounding.
+    return error, 4 * jnp.finfo(jnp.float32).eps * jnp.maximum(scaled, 1.0)
 
   def can_insert(self, state: DeviceReplay, n: Any) -> jax.Array:
     """Whether inserting n items (all at once) is allowed (traced bool)."""
     free = self.size(state) + n <= self.limiter.min_size_to_sample
-    return free | (self._error_after(state, n, 0) <= self.limiter.max_diff)
+    error, rounding = self._error_after(state, n, 0)
+    return free | (error <= self.limiter.max_diff + rounding)
 
   def can_sample(self, state: DeviceReplay, n: int) -> jax.Array:
     """Whether sampling n items is allowed (traced bool)."""
     filled = self.size(state) >= self.limiter.min_size_to_sample
-    return filled & (self._error_after(state, 0, n) >= self.limiter.min_diff)
+    error, rounding = self._error_after(state, 0, n)
+    return filled & (error >= self.limiter.min_diff - rounding)
 
   def _weights(self, priorities: jax.Array) -> jax.Array:
     exponent = self.sampler.priority_exponent
@@ -183,7 +189,7 @@ class DeviceTable:
     )
     priorities = jnp.broadcast_to(jnp.asarray(priorities, jnp.float32), (m,))
     tree = state.tree
-    if self.prioritized:
+    if self.prioritized and m:  # flashbax's set of no rows fails.
       tree_slots = jnp.where(valid, slots, self._tree_pad())
       tree = sum_tree.set_batch_bincount(
         tree, tree_slots, jnp.where(valid, self._weights(priorities), 0.0)
@@ -247,6 +253,9 @@ class DeviceTable:
     priorities = jnp.asarray(priorities, jnp.float32).reshape(-1)
     slots = keys % self.max_size
     present = (keys >= 0) & (state.keys[slots] == keys)
+    # Keys no longer in the table (or -1) write nothing and must not hide a
+    # present key's write to their slot: they sort out of range.
+    slots = jnp.where(present, slots, self.max_size)
     # The last write of a repeated key wins: a stable sort by slot keeps
     # the order within a slot; each run's last element is the newest.
     order = jnp.argsort(slots, stable=True)

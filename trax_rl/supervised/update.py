@@ -147,6 +147,34 @@ def make_update_fn(
   return update
 
 
+def init_state(
+  network: base.Network,
+  optimizer: optax.GradientTransformation,
+  key: jax.Array,
+  target: bool = False,
+  check_finite: bool = True,
+) -> train_state_lib.TrainState:
+  """A fresh TrainState: `network.init` params, optimizer state, step 0.
+
+  Args:
+    network: the network (`network.init(key) -> params`).
+    optimizer: its optax transformation.
+    key: raw PRNG key; split into the init key and the state's key.
+    target: keep target params (a copy of the params).
+    check_finite: carry a `Health` (the non-finite guard, `make_update_fn`).
+  """
+  init_key, state_key = jax.random.split(key)
+  params = network.init(init_key)
+  return train_state_lib.TrainState(
+    params=params,
+    target_params=jax.tree.map(jnp.array, params) if target else (),
+    opt_state=optimizer.init(params),
+    step=np.asarray(0, np.int32),
+    key=state_key,
+    health=healthy() if check_finite else (),
+  )
+
+
 def make_optimizer(
   learning_rate: float | optax.Schedule = 1e-3,
   optimizer: Callable[..., optax.GradientTransformation] = optax.adam,

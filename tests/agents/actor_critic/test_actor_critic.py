@@ -7,10 +7,11 @@ import jax
 import numpy as np
 import pytest
 
-from trax_rl import advantages, trajectory
+from trax_rl import advantages, evaluation
 from trax_rl import task as task_lib
 from trax_rl.agents.actor_critic import algorithms as ac
-from trax_rl.agents.actor_critic import data as ac_data
+from trax_rl.algorithms import actor_critic as ac_program
+from trax_rl.device import rollout as rollout_lib
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
 
@@ -27,6 +28,11 @@ TINY = dict(
 
 def _leaves(tree):
   return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def _states(agent):
+  """The agent's train states by name ('policy', 'value' or 'joint')."""
+  return agent.learner.states
 
 
 def _counting_task(n_envs=2, **kwargs):
@@ -58,47 +64,45 @@ class MultiDiscreteEnv(gym.Env):
     return np.full(2, self._t / 4, np.float32), reward, self._t >= 4, False, {}
 
 
-def test_pack_trajectories():
-  done = trajectory.Trajectory(np.array([0.0, 0.0], np.float32))
-  done.extend(
-    1,
-    1.0,
-    np.array([1.0, 1.0], np.float32),
-    agent_info={'dist_inputs': np.array([0.1, 0.2], np.float32)},
+def test_pack_rollouts_env_by_env():
+  # Env 0: a terminated episode of 2 steps; env 1: one valid step, cut
+  # (a boundary: it bootstraps), then an invalid one.
+  obs = np.array([[[0.0, 0.0], [5.0, 0.0]], [[1.0, 1.0], [9.0, 9.0]]])
+  rollout = rollout_lib.Rollout(
+    observation=obs.astype(np.float32),
+    action=np.array([[1, 1], [0, 0]]),
+    reward=np.array([[1.0, 3.0], [2.0, 7.0]], np.float32),
+    terminated=np.array([[False, False], [True, False]]),
+    truncated=np.zeros((2, 2), bool),
+    next_observation=(obs + 1).astype(np.float32),
+    agent_info={'dist_inputs': np.arange(8.0).reshape(2, 2, 2)},
+    episode_return=np.zeros((2, 2), np.float32),
+    valid=np.array([[True, True], [True, False]]),
   )
-  done.extend(
-    0,
-    2.0,
-    np.array([2.0, 1.0], np.float32),
-    terminated=True,
-    agent_info={'dist_inputs': np.array([0.3, 0.4], np.float32)},
-  )
-  cut = trajectory.Trajectory(np.array([5.0, 0.0], np.float32))
-  cut.extend(
-    1,
-    3.0,
-    np.array([6.0, 1.0], np.float32),
-    agent_info={'dist_inputs': np.array([0.5, 0.6], np.float32)},
-  )
-  empty = trajectory.Trajectory(np.array([9.0, 9.0], np.float32))
-  data = ac_data.pack_trajectories(
-    [done, empty, cut], 2, np.zeros(2, np.float32)
-  )
-  np.testing.assert_array_equal(data.observation[:, 0], [0.0, 1.0, 5.0])
-  np.testing.assert_array_equal(data.next_observation[:, 0], [1.0, 2.0, 6.0])
-  np.testing.assert_array_equal(data.action, [1, 0, 1])
-  np.testing.assert_array_equal(data.reward, [1.0, 2.0, 3.0])
-  np.testing.assert_array_equal(data.terminal, [0.0, 1.0, 0.0])
-  np.testing.assert_array_equal(data.boundary, [0.0, 0.0, 1.0])
-  np.testing.assert_allclose(data.dist_inputs[:, 1], [0.2, 0.4, 0.6])
-  padded = ac_data.pad_epoch_data(data, ac_data.bucket_size(3))
-  assert padded.mask.tolist() == [1.0, 1.0, 1.0, 0.0]
+  data = jax.jit(ac_program.pack, static_argnums=1)(rollout, False)
+  np.testing.assert_array_equal(data.observation[:, 0], [0.0, 1.0, 5.0, 9.0])
+  np.testing.assert_array_equal(data.action, [1, 0, 1, 0])
+  np.testing.assert_array_equal(data.reward, [1.0, 2.0, 3.0, 0.0])
+  np.testing.assert_array_equal(data.terminal, [0.0, 1.0, 0.0, 0.0])
+  np.testing.assert_array_equal(data.boundary, [0.0, 0.0, 1.0, 0.0])
+  np.testing.assert_array_equal(data.mask, [1.0, 1.0, 1.0, 0.0])
+  np.testing.assert_allclose(data.dist_inputs[:, 1], [1.0, 5.0, 3.0, 7.0])
 
 
-def test_minibatch_indices_are_passes_over_the_data():
-  idx = ac_data.minibatch_indices(np.random.default_rng(0), 6, 4, 3)
-  assert idx.shape == (4, 3)
+def test_valid_minibatches_are_passes_over_the_valid_steps():
+  mask = np.array([1, 0, 1, 1, 0, 1, 1, 1], np.float32)  # 6 valid
+  idx = np.asarray(
+    ac_program.valid_minibatches(jax.random.PRNGKey(0), mask, (4, 3), 4)
+  )
+  valid = [i for i in range(8) if mask[i]]
   flat = idx.reshape(-1)
+  assert sorted(flat[:6]) == valid and sorted(flat[6:]) == valid
+
+
+def test_passes_cover_every_step_once_per_pass():
+  idx = ac_program.passes(jax.random.PRNGKey(0), {'x': (4, 3)}, 6)['x']
+  assert idx.shape == (4, 3)
+  flat = np.asarray(idx).reshape(-1)
   assert sorted(flat[:6]) == list(range(6))
   assert sorted(flat[6:]) == list(range(6))
 
@@ -124,12 +128,10 @@ def test_ppo_learns_cartpole():
     seed=0,
   )
   agent.run(50)
-  played = task.collect(
-    agent.make_policy(0.0, evaluation=True), n_trajectories=5, only_eval=True
-  )
-  # 12.8k env steps (seed 0 scores ~400 here; seeds 0-3 all > 130; the
-  # benchmark reaches 500 by 40k). A random policy scores about 20.
-  assert np.mean(played.episode_returns) >= 100
+  played = evaluation.evaluate(agent, 5)
+  # 12.8k env steps (the benchmark reaches 500 by 40k). A random policy
+  # scores about 20.
+  assert played['return']['mean'] >= 100
 
 
 def test_gaussian_actions_respect_bounds_and_temperature_zero():
@@ -139,20 +141,19 @@ def test_gaussian_actions_respect_bounds_and_temperature_zero():
   agent = ac.PPO(
     task, action_std=3.0, n_interactions_per_epoch=10, seed=1, **TINY
   )
-  agent.run(1)
-  stored = [t for ts in task.trajectories.values() for t in ts]
-  actions = np.concatenate([np.stack(t.actions) for t in stored])
-  unclipped = np.concatenate(
-    [np.stack([i['unclipped_action'] for i in t.agent_infos]) for t in stored]
+  rollout = agent.runner.source.collect(agent.runner.learner).rollout
+  sampled = rollout.action.reshape(-1)
+  assert np.any(np.abs(sampled) > 1.0)  # std 3 leaves the box often.
+  # The env received the action clipped into its box: reward -|a - .5|.
+  np.testing.assert_allclose(
+    rollout.reward.reshape(-1),
+    -np.abs(np.clip(sampled, -1, 1) - 0.5),
+    rtol=1e-6,
   )
-  assert np.all(np.abs(actions) <= 1.0)
-  assert np.any(np.abs(unclipped) > 1.0)  # std 3 leaves the box often.
-  np.testing.assert_allclose(actions, np.clip(unclipped, -1.0, 1.0))
   obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32) * 50
-  action, info = agent.make_policy(0.0, evaluation=True)(obs, np.ones(4, bool))
-  mean = agent.policy_network().apply(agent.policy_params(), obs)
-  np.testing.assert_allclose(info['unclipped_action'], mean, rtol=1e-6)
-  np.testing.assert_allclose(action, np.clip(mean, -1.0, 1.0), rtol=1e-6)
+  action, info = agent.make_policy(0.0)(obs, np.ones(4, bool))
+  mean = info['dist_inputs'][:, :1]
+  np.testing.assert_allclose(action, mean, rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -184,15 +185,15 @@ def test_off_policy_agents_train(agent_class, kwargs):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **{**TINY, **kwargs}
   )
-  before = _leaves(agent.trainers()['value'].params)
+  before = _leaves(_states(agent)['value'].params)
   agent.run(2)
-  after = _leaves(agent.trainers()['value'].params)
+  after = _leaves(_states(agent)['value'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
-  assert agent.trainers()['policy'].step == 4
-  assert agent.trainers()['value'].step == 4
+  assert int(_states(agent)['policy'].step) == 4
+  assert int(_states(agent)['value'].step) == 4
   if kwargs.get('n_shared_layers'):
-    policy = agent.trainers()['policy'].params['params']
-    value = agent.trainers()['value'].params['params']
+    policy = _states(agent)['policy'].params['params']
+    value = _states(agent)['value'].params['params']
     for a, b in zip(
       _leaves(policy['MLP_0']['Dense_0']), _leaves(value['MLP_0']['Dense_0'])
     ):
@@ -216,15 +217,15 @@ def test_sampling_awr_on_continuous_actions_with_learned_std():
   )
   agent.run(2)
   assert agent.policy_distribution.n_inputs == 2
-  assert agent.trainers()['value'].step == 4
+  assert int(_states(agent)['value'].step) == 4
 
 
 def test_a2c_on_multi_discrete_actions():
   task = task_lib.RLTask(MultiDiscreteEnv, initial_trajectories=0, n_envs=2)
   agent = ac.A2C(task, n_interactions_per_epoch=8, seed=0, **TINY)
-  before = _leaves(agent.trainers()['policy'].params)
+  before = _leaves(_states(agent)['policy'].params)
   agent.run(1)
-  after = _leaves(agent.trainers()['policy'].params)
+  after = _leaves(_states(agent)['policy'].params)
   assert any(not np.allclose(a, b) for a, b in zip(before, after))
   action, info = agent.make_policy(1.0, evaluation=True)(
     np.zeros((2, 2), np.float32), np.ones(2, bool)
@@ -272,16 +273,15 @@ def test_save_and_restore_mid_run_with_observation_statistics(tmp_path):
   restored = make()
   assert restored.restore()
   assert restored.current_epoch == 2
-  for name in ('policy', 'value'):
-    a, b = agent.trainers()[name].state, restored.trainers()[name].state
-    for x, y in zip(_leaves(a), _leaves(b)):
-      np.testing.assert_array_equal(x, y)
+  for x, y in zip(_leaves(agent.learner), _leaves(restored.learner)):
+    np.testing.assert_array_equal(x, y)
   for x, y in zip(
     agent.observation_statistics, restored.observation_statistics
   ):
     np.testing.assert_array_equal(x, y)
   restored.run(1)
-  assert restored.current_epoch == 3 and restored.trainers()['policy'].step == 6
+  assert restored.current_epoch == 3
+  assert int(_states(restored)['policy'].step) == 6
   assert int(restored.observation_statistics.count) == 24
 
 
@@ -293,21 +293,22 @@ def test_train_on_batch_is_a_pure_function_of_its_arguments(agent_class):
   agent = agent_class(
     _counting_task(), n_interactions_per_epoch=8, seed=0, **tiny
   )
-  data = agent.example_training_data()
-  idx = agent.layout.minibatch_indices(np.random.default_rng(0), 4)
-  states = {name: t.state for name, t in agent.trainers().items()}
-  # Inside an outer jit, as the device path will call it.
-  train = jax.jit(lambda s, d, i, k: agent.layout.train_on_batch(s, d, i, k))
+  rollout = agent.runner.source.collect(agent.runner.learner).rollout
+  data = ac_program.pack(jax.tree.map(lambda x: x[0], rollout), False)
   key = jax.random.PRNGKey(1)
+  idx = ac_program.passes(key, agent.layout.minibatch_shapes(), 8)
+  states = _states(agent)
+  # Inside an outer jit, as the programs call it.
+  train = jax.jit(lambda s, d, i, k: agent.layout.train_on_batch(s, d, i, k))
   out_a, metrics_a = train(states, data, idx, key)
   out_b, metrics_b = train(states, data, idx, key)
   for a, b in zip(_leaves(out_a), _leaves(out_b)):
     np.testing.assert_array_equal(a, b)
-  assert set(out_a) == set(agent.trainers())
+  assert set(out_a) == set(states)
   assert all(np.isfinite(float(v)) for v in metrics_a.values())
-  # The states were not touched; every trainer took its updates.
-  for name, trainer in agent.trainers().items():
-    assert trainer.step == 0 and int(out_a[name].step) == 2
+  # The states were not touched; every network took its updates.
+  for name, state in states.items():
+    assert int(state.step) == 0 and int(out_a[name].step) == 2
 
 
 def _one_epoch_record(agent_class, n_interactions=8, **kwargs):
@@ -347,7 +348,7 @@ def test_supervised_evals_are_reported_and_change_no_update(agent_class):
   # more than 1e-5.
   for name in ('policy', 'value'):
     for a, b in zip(
-      _leaves(off.trainers()[name].params), _leaves(on.trainers()[name].params)
+      _leaves(_states(off)[name].params), _leaves(_states(on)[name].params)
     ):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 

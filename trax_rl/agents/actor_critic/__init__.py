@@ -6,20 +6,19 @@ layout, not a second class tree. Modules:
 
 - `algorithms`: the gin names (`PPO`, `PPOJoint`, ...): an objective, a
   layout class and defaults, nothing else.
-- `agent`: `ActorCritic`, the one agent: acting, observation
-  normalization, packing trajectories, the jitted epoch, checkpoints.
+- `agent`: `ActorCritic`, the one agent: its knobs configure the
+  program (`algorithms.actor_critic`: acting, observation normalization,
+  packing, minibatches), the same on every source.
 - `knobs`: the old knob names (`ALIASES`, resolved there only) and gin
   values turned into what the objectives take.
-- `device_path`: the device path's hooks: the same jitted epoch, fed from
-  the rollout.
 - `layout`: the `Context` a layout is built from.
-- `separate`, `joint`: the layouts. Each builds its networks, optimizers
-  and `Trainer`s and gives the pure epoch function below.
+- `separate`, `joint`: the layouts. Each builds its networks and
+  optimizers and gives the pure epoch function below.
 - `critic`: V, or Q aggregated over sampled actions (separate layout).
-- `data`: trajectories packed into `EpochData`, minibatch indices, the
-  advantages of packed steps.
+- `data`: `EpochData` (packed steps), the advantages of packed steps and
+  their minibatches.
 
-The epoch contract (shared by the gymnasium path and the device path):
+The epoch contract (what the program calls):
 
     layout.train_on_batch(states, data, idx, key) -> (states, metrics)
 
@@ -31,14 +30,12 @@ The epoch contract (shared by the gymnasium path and the device path):
   steps (0 on padding). A time-major or batch-major rollout `[B, T, ...]`
   is this with N = B * T, rows flattened and `boundary` set on each row's
   last step where it did not terminate.
-- `idx`: the layout's `minibatch_indices(rng, n_valid)`: integer arrays
-  of step indices (`[E, K, B]` for value rounds, `[K, B]` for policy
-  updates); the device path may draw them with `jax.random.permutation`.
+- `idx`: integer arrays of step indices of the layout's
+  `minibatch_shapes()` (`[E, K, B]`: rounds of minibatches), drawn by the
+  program (`algorithms.actor_critic`) as passes over the shuffled steps.
 - `key`: a PRNG key (Q-value action samples; the joint layout ignores it).
 
 Inside, values, advantages and targets are computed in jnp and all
-minibatch updates run in `lax.scan`s of the pure update the `Trainer`s
-use, so the function is pure and jittable: the agent calls it jitted from
-host-packed data (`ActorCritic.train_epoch`), and a device data path can
-call the same function inside its own jitted epoch.
+minibatch updates run in `lax.scan`s of the pure update, so the function is
+pure and jittable: the program calls it inside its `learn`.
 """

@@ -12,7 +12,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from trax_rl import lr_schedules
@@ -21,7 +20,6 @@ from trax_rl.agents.actor_critic import layout
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
-from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
 
@@ -87,21 +85,16 @@ class Joint:
       lr_schedule(), optimizer, context.max_gradient_norm
     )
     loss = context.make_policy_loss(value_loss_coeff, False)
-    self.trainers = {
-      'joint': trainer_lib.Trainer(
-        self._net, loss, opt, seed=context.next_key(), name='joint'
-      )
-    }
+    self.specs = {'joint': (self._net, opt)}
     self._loss = loss
     self._update = update.make_update_fn(self._net, loss, opt)
-    # The acting policy: the network and the Trainer that holds its params.
+    # The acting policy: its network and the name of its train state.
     self.acting_network = self._net
-    self.acting_trainer = self.trainers['joint']
+    self.acting_name = 'joint'
 
-  def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
-    """{'joint': [E, K, B]} step indices, E = value_evals_per_epoch."""
-    idx = data_lib.minibatch_indices(rng, n_valid, self._steps, self._batch)
-    return {'joint': idx.reshape(self._rounds, -1, self._batch)}
+  def minibatch_shapes(self) -> dict[str, tuple[int, ...]]:
+    """{'joint': [E, K, B]}: the epoch's step indices, E rounds of K."""
+    return {'joint': (self._rounds, self._steps // self._rounds, self._batch)}
 
   def _advantages(self, params, data):
     """(advantages, value targets, values), all [N]."""
@@ -116,7 +109,7 @@ class Joint:
     Args:
       states: {'joint': TrainState}.
       data: the epoch's steps, `[N, ...]`, observations normalized.
-      idx: `minibatch_indices` (as jnp or numpy arrays).
+      idx: index arrays of `minibatch_shapes()`.
       key: unused (the joint updates draw no randomness).
 
     Returns:

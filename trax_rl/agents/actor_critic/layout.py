@@ -1,10 +1,11 @@
 """What a network layout (separate or joint networks) is given and gives.
 
-A layout (`separate.Separate`, `joint.Joint`) builds the network(s), their
-optimizers and `Trainer`s, and the pure epoch function
-`train_on_batch(states, data, idx, key) -> (states, metrics)`. The agent
-(`agent.ActorCritic`) gives it a `Context`: what the algorithm and the task
-decide. The layout decides how parameters and optimizers are split.
+A layout (`separate.Separate`, `joint.Joint`) builds the network(s) and
+their optimizers (`specs`: train-state name -> (network, optimizer)) and
+the pure epoch function `train_on_batch(states, data, idx, key) ->
+(states, metrics)`. The agent (`agent.ActorCritic`) gives it a `Context`:
+what the algorithm and the task decide. The layout decides how parameters
+and optimizers are split.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 
 from trax_rl import validation
 from trax_rl.agents.actor_critic import data as data_lib
+from trax_rl.supervised import update
 
 # estimate(data, values [N], next_values [N]) -> (advantages, targets).
 Estimate = Callable[
@@ -42,7 +44,6 @@ class Context:
       sampled per state and their Q-values (Sampling AWR).
     max_slice_length: Trax's slice length: batch sizes are multiplied by it.
     max_gradient_norm: clip each network's gradients to this global norm.
-    next_key: draws the next PRNG key of the agent (trainers' seeds).
   """
 
   distribution: Any
@@ -55,7 +56,6 @@ class Context:
   sampled_actions: bool
   max_slice_length: int
   max_gradient_norm: float | None
-  next_key: Callable[[], jax.Array]
 
 
 def check_counts(counts: dict[str, int], rounds: dict[str, str]) -> None:
@@ -77,6 +77,14 @@ def check_counts(counts: dict[str, int], rounds: dict[str, str]) -> None:
       raise ValueError(
         f'{steps_name} ({steps}) must be a multiple of {name} ({evals})'
       )
+
+
+def init_states(specs: dict[str, Any], key: jax.Array) -> dict[str, Any]:
+  """A fresh TrainState per network of `specs`, each from its own key."""
+  return {
+    name: update.init_state(network, optimizer, jax.random.fold_in(key, i))
+    for i, (name, (network, optimizer)) in enumerate(specs.items())
+  }
 
 
 def evaluate(

@@ -11,7 +11,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from trax_rl import lr_schedules, validation
@@ -21,7 +20,6 @@ from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
-from trax_rl.supervised import trainer as trainer_lib
 from trax_rl.supervised import update
 
 ModelFn = Callable[..., Any]
@@ -164,26 +162,17 @@ class Separate:
     )
     policy_loss = context.make_policy_loss(None, all_discrete)
     value_loss = ac_losses.ValueLoss(scale, q_value)
-    self.trainers = {
-      'policy': trainer_lib.Trainer(
-        self._policy_net,
-        policy_loss,
-        policy_opt,
-        seed=context.next_key(),
-        name='policy',
-      ),
-      'value': trainer_lib.Trainer(
-        value_net,
-        value_loss,
-        value_opt,
-        seed=context.next_key(),
-        name='value',
-      ),
+    # Each network, its optimizer and its loss, by train-state name.
+    self.specs = {
+      'policy': (self._policy_net, policy_opt),
+      'value': (value_net, value_opt),
+    }
+    shapes = {
+      name: jax.eval_shape(net.init, jax.random.PRNGKey(0))
+      for name, (net, _) in self.specs.items()
     }
     critic.check_shared_layers(
-      self.trainers['policy'].params,
-      self.trainers['value'].params,
-      n_shared_layers,
+      shapes['policy'], shapes['value'], n_shared_layers
     )
     # The Trainers' own update, unjitted, to run inside the epoch's scans.
     self._policy_update = update.make_update_fn(
@@ -194,22 +183,28 @@ class Separate:
       'policy': (policy_loss, self._policy_net),
       'value': (value_loss, value_net),
     }
-    # The acting policy: the network and the Trainer that holds its params.
+    # The acting policy: its network and the name of its train state.
     self.acting_network = self._policy_net
-    self.acting_trainer = self.trainers['policy']
+    self.acting_name = 'policy'
 
-  def minibatch_indices(self, rng: np.random.Generator, n_valid: int):
-    """{'value': [E, K, B], 'policy': [R, K, B]} indices (value first).
+  def minibatch_shapes(self) -> dict[str, tuple[int, ...]]:
+    """{'value': [E, K, B], 'policy': [R, K, B]}: the epoch's step indices.
 
-    E and R are the value and policy rounds (`*_evals_per_epoch`).
+    E and R are the value and policy rounds (`*_evals_per_epoch`); each
+    round's K minibatches of B steps.
     """
-    value = data_lib.minibatch_indices(
-      rng, n_valid, self._value_steps, self._value_batch
-    ).reshape(self._value_rounds, -1, self._value_batch)
-    policy = data_lib.minibatch_indices(
-      rng, n_valid, self._policy_steps, self._policy_batch
-    ).reshape(self._policy_rounds, -1, self._policy_batch)
-    return {'value': value, 'policy': policy}
+    return {
+      'value': (
+        self._value_rounds,
+        self._value_steps // self._value_rounds,
+        self._value_batch,
+      ),
+      'policy': (
+        self._policy_rounds,
+        self._policy_steps // self._policy_rounds,
+        self._policy_batch,
+      ),
+    }
 
   def _rounds(self, name, state, idx, key, make_batch, eval_steps):
     """Rounds of updates, each ending with an eval; idx [R, K, B].
@@ -290,7 +285,7 @@ class Separate:
     Args:
       states: {'value': TrainState, 'policy': TrainState}.
       data: the epoch's steps, `[N, ...]`, observations normalized.
-      idx: `minibatch_indices` (as jnp or numpy arrays).
+      idx: index arrays of `minibatch_shapes()`.
       key: PRNG key (Q-value action samples).
 
     Returns:

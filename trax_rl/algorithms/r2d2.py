@@ -1,28 +1,24 @@
-"""R2D2's compiled epoch: a recurrent policy and sequence replay on the device.
+"""R2D2 as one program: a recurrent policy and sequence replay.
 
-The device twin of `R2D2`'s host epoch, built on `value_epoch.ValueEpoch`
-(the same learner calls, rate limiter, target syncs and priority writes):
+`SequenceProgram` is the whole algorithm of the `R2D2` agent, for every
+source, built on `value.ValueProgram` (the same learner calls, rate
+limiter, target syncs, priority writes and evals):
 
-  1. collect `T` vmapped env steps with the LSTM policy: the core state
-     rides in the env carry (`device.rollout`), is zeroed where an episode
-     starts, and the state before each step is kept; env i explores with
-     its own Ape-X epsilon, as on the host;
-  2. cut the steps into segments exactly as `replay.SequenceAdder` does
-     (`cut_segments`): `L = burn_in + trace + 1` steps starting every `P`
-     steps of an episode, the final observation a step of its own (mask
-     0), one zero-padded segment at the episode's end for the steps no full
-     segment reached, each segment with the core state before its first
-     step. Each env's last `L + 2T` writes (a ring, `History`) and its
-     position in the running episode carry to the next epoch, so episodes
-     span epochs as on the host;
-  3. insert the segments at `adders.NEW_ITEM_PRIORITY`, reading from the
-     ring only the rows that are segments;
-  4. learn while the rate limiter allows, writing back `R2D2Loss`'s mixed
-     priorities (`eta max |td| + (1 - eta) mean |td|`).
-
-The segments are those of the host adder on the same steps; only their
-insertion order differs (time, then env, here; trajectory by trajectory on
-the host).
+- `act`: the LSTM policy; each env's core is zeroed where its episode
+  starts and the core before the step is kept in the step's info; env i
+  explores with its own Ape-X epsilon (training) or at the evaluation
+  floor (temperature 0).
+- `observe`: cuts the valid steps into segments as Acme's sequence adder
+  does (`cut_segments`): `L = burn_in + trace + 1` steps starting every
+  `P` steps of an episode, the final observation a step of its own (mask
+  0), one zero-padded segment at the episode's end for the steps no full
+  segment reached, each segment with the core state before its first step.
+  Each env's last `L + 2T` writes (a ring, `History`) and its position in
+  the running episode carry to the next rollout, so episodes span
+  rollouts; the segments go in at `NEW_ITEM_PRIORITY`, reading from the
+  ring only the rows that are segments.
+- `learn`: the value program's, on `R2D2Loss` (mixed priorities
+  `eta max |td| + (1 - eta) mean |td|`).
 """
 
 import dataclasses
@@ -33,10 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import policies, types
-from trax_rl.device import batched_loop, rollout, value_epoch
-from trax_rl.device import epoch as device_epoch
+from trax_rl.algorithms import program as program_lib
+from trax_rl.algorithms import value
+from trax_rl.device import batched_loop
+from trax_rl.device import rollout as rollout_lib
 from trax_rl.networks import recurrent
-from trax_rl.replay import adders
 
 SLOTS = 3  # Segments one env can end per step: full, full at the end, padded.
 
@@ -65,16 +62,17 @@ class Cuts(NamedTuple):
 
 
 class SequenceLearner(NamedTuple):
-  """What the R2D2 program trains and carries from epoch to epoch."""
+  """What the R2D2 program trains and carries from rollout to rollout."""
 
   train: Any  # TrainState
   history: History
   replay: Any  # DeviceReplay of Segments
   env_steps: Any  # [] int32
+  new_items: Any  # [2] int32, keys [first, end) the last observe inserted
 
 
 def ring_length(sequence_length: int, n_steps: int) -> int:
-  """R for segments of L steps and epochs of T steps (see `History`)."""
+  """R for segments of L steps and rollouts of T steps (see `History`)."""
   return sequence_length + 2 * n_steps
 
 
@@ -119,7 +117,7 @@ def read_segments(
 
 def cut_segments(
   history: History,
-  steps: rollout.Rollout,
+  steps: rollout_lib.Rollout,
   core: Any,
   length: int,
   period: int,
@@ -154,7 +152,9 @@ def cut_segments(
   def body(history, step):
     ring, position, head = history
     step, core_t = step
-    done = step.terminated | step.truncated
+    # A step past an env's valid prefix writes nothing and cuts nothing.
+    live = step.valid
+    done = (step.terminated | step.truncated) & live
     ones = jnp.ones_like(step.reward)
     base = head - position  # The slot of the episode's first step, mod R.
     real = types.Segment(
@@ -165,8 +165,9 @@ def cut_segments(
       mask=ones,
       core_state=core_t,
     )
-    ring = _write(ring, head, real, jnp.ones_like(done))
+    ring = _write(ring, head, real, live)
     first = full(base, position)
+    first = first[:2] + (first[2] & live,)
     final = types.Segment(
       observation=step.next_observation,
       action=jnp.zeros_like(step.action),
@@ -189,8 +190,8 @@ def cut_segments(
         for x in zip(first, second[:2] + (second[2] & done,), padded)
       )
     )
-    head = (head + 1 + done) % size
-    position = jnp.where(done, 0, position + 1)
+    head = (head + live + done) % size
+    position = jnp.where(done, 0, position + live)
     return History(ring, position, head), out
 
   history, cuts = jax.lax.scan(body, history, (steps, core))
@@ -198,27 +199,52 @@ def cut_segments(
 
 
 @dataclasses.dataclass(frozen=True)
-class SequenceEpoch(value_epoch.ValueEpoch):
-  """R2D2's compiled epoch (see the module docstring).
+class SequenceProgram(value.ValueProgram):
+  """R2D2's pure functions (see the module docstring).
 
   Extra attributes (the base's `n_step` is 1: the loss has bootstrap_n):
     sequence_length: L = burn_in + trace_length + 1.
     sequence_period: P.
+    max_rollout_steps: the longest rollout T `observe` takes (the ring
+      holds L + 2T writes per env).
     epsilons: each env's exploration rate `[N]` (a tuple).
     evaluation_epsilon: the greedy policy's exploration floor.
   """
 
   sequence_length: int = 1
   sequence_period: int = 1
+  max_rollout_steps: int = 1
   epsilons: tuple[float, ...] = ()
   evaluation_epsilon: float = 0.0
 
-  def init(self, train) -> SequenceLearner:
-    """Empty ring and replay (through numpy: no weak types)."""
-    obs = self.env.observation_space
-    length, n = self.sequence_length, self.n_envs
-    size = ring_length(length, self.n_steps)
-    core = jax.tree.map(np.asarray, self.network.initial_state(n))
+  def example_item(self) -> types.Segment:
+    obs = self.example_observation
+    length = self.sequence_length
+    core = jax.tree.map(
+      lambda c: np.zeros(c.shape[1:], c.dtype),
+      jax.eval_shape(lambda: self.network.initial_state(1)),
+    )
+    return types.Segment(
+      observation=np.zeros((length,) + obs.shape, obs.dtype),
+      action=np.zeros(length, np.int32),
+      reward=np.zeros(length, np.float32),
+      discount=np.zeros(length, np.float32),
+      mask=np.zeros(length, np.float32),
+      core_state=core,
+    )
+
+  def init(self, key: jax.Array) -> SequenceLearner:
+    """Empty ring and replay."""
+    train = value.update_lib.init_state(
+      self.network, self.optimizer, key, target=True
+    )
+    obs = self.example_observation
+    n = self.n_envs
+    size = ring_length(self.sequence_length, self.max_rollout_steps)
+    core = jax.tree.map(
+      lambda c: np.zeros(c.shape, c.dtype),
+      jax.eval_shape(lambda: self.network.initial_state(n)),
+    )
     ring = types.Segment(
       observation=np.zeros((size, n) + obs.shape, obs.dtype),
       action=np.zeros((size, n), np.int32),
@@ -227,53 +253,60 @@ class SequenceEpoch(value_epoch.ValueEpoch):
       mask=np.zeros((size, n), np.float32),
       core_state=jax.tree.map(lambda c: np.stack([c] * size), core),
     )
-    example = jax.tree.map(lambda x: x[:length, 0], ring)._replace(
-      core_state=jax.tree.map(lambda c: c[0], core)
-    )
     zeros = np.zeros(n, np.int32)
-    learner = SequenceLearner(
+    return SequenceLearner(
       train=train,
       history=History(ring, zeros, zeros),
-      replay=self.table.empty(example),
+      replay=self.table.empty(self.example_item()),
       env_steps=np.zeros((), np.int32),
+      new_items=np.zeros(2, np.int32),
     )
-    return jax.tree.map(np.asarray, learner)
 
-  def _act(self, learner, key, obs, core, first, epsilon):
+  def initial_core(self, n: int) -> Any:
+    return self.network.initial_state(n)
+
+  def act(self, learner, key, obs, temperature, core, first):
+    """Epsilon-greedy with each env's rate at temperature 1 (training),
+    `max(temperature * rate, evaluation_epsilon)` otherwise; the info
+    holds the core before the step."""
     core = recurrent.reset_where(first, core)
     out, next_core = self.network.apply(learner.train.params, obs, core)
+    rates = jnp.asarray(self.epsilons, jnp.float32)
+    if rates.shape[0] != obs.shape[0]:  # Another batch (evaluation).
+      rates = jnp.resize(rates, obs.shape[:1])
+    if temperature == 1:  # The training behaviour.
+      epsilon = rates
+    else:  # Evaluation: at least the floor (0: greedy at temperature 0).
+      epsilon = jnp.maximum(temperature * rates, self.evaluation_epsilon)
     action = policies.epsilon_greedy(out.q_values, key, epsilon)
     return action, {'core': core}, next_core
 
-  def policy(self, learner, key, obs, core, first):
-    """Epsilon-greedy with each env's own rate; keeps the core before."""
-    epsilon = jnp.asarray(self.epsilons, jnp.float32)
-    return self._act(learner, key, obs, core, first, epsilon)
-
-  def greedy(self, learner, key, obs, core, first):
-    """Epsilon-greedy at the evaluation floor (0: greedy)."""
-    return self._act(learner, key, obs, core, first, self.evaluation_epsilon)
-
-  def _insert(self, learner: SequenceLearner, steps: rollout.Rollout):
-    """Cuts the epoch's segments and inserts the valid ones, in order.
+  def observe(
+    self, learner: SequenceLearner, rollout: rollout_lib.Rollout
+  ) -> SequenceLearner:
+    """Cuts the rollout's segments and inserts the valid ones, in order.
 
     The valid rows are read and inserted `chunk` at a time, in a loop of
-    as many chunks as there are segments. Reading and inserting every row
-    (1536 in R2D2's CartPole config, for about 50 segments) cost about as
-    much as the rollout for one seed, and about twice the rollout with 3
-    seeds vmapped.
+    as many chunks as there are segments (most rows are not segments:
+    reading and inserting every row cost about as much as the rollout).
     """
+    n_steps = rollout.reward.shape[0]
+    if n_steps > self.max_rollout_steps:
+      raise ValueError(
+        f'a rollout of {n_steps} steps is longer than the {self.max_rollout_steps} '
+        'this R2D2 program was built for'
+      )
     history, cuts = cut_segments(
       learner.history,
-      steps,
-      steps.agent_info['core'],
+      rollout,
+      rollout.agent_info['core'],
       self.sequence_length,
       self.sequence_period,
       self.gamma,
     )
     rows = cuts.valid.shape[0]
-    # About an epoch's full segments: usually one or two chunks.
-    chunk = min(rows, self.n_envs * (self.n_steps // self.sequence_period + 1))
+    # About a rollout's full segments: usually one or two chunks.
+    chunk = min(rows, self.n_envs * (n_steps // self.sequence_period + 1))
     n_valid = jnp.sum(cuts.valid, dtype=jnp.int32)
     order = jnp.flatnonzero(cuts.valid, size=rows + chunk, fill_value=0)
 
@@ -292,20 +325,31 @@ class SequenceEpoch(value_epoch.ValueEpoch):
       )
       valid = first + jnp.arange(chunk) < n_valid
       replay, _ = self.table.insert(
-        replay, segments, adders.NEW_ITEM_PRIORITY, valid
+        replay, segments, value.NEW_ITEM_PRIORITY, valid
       )
       return replay, i + 1
 
+    start = learner.replay.num_inserts
     replay, _ = batched_loop.while_any(
       cond, body, (learner.replay, jnp.zeros((), jnp.int32))
     )
     return learner._replace(
       history=history,
       replay=replay,
-      env_steps=learner.env_steps + self.n_steps * self.n_envs,
+      env_steps=learner.env_steps + jnp.sum(rollout.valid, dtype=jnp.int32),
+      new_items=jnp.stack([start, replay.num_inserts]),
     )
 
-  def program(self) -> device_epoch.DeviceProgram:
-    return dataclasses.replace(
-      super().program(), initial_core=self.network.initial_state
+  def program(self) -> program_lib.Program:
+    return program_lib.Program(
+      init=self.init,
+      act=self.act,
+      observe=self.observe,
+      learn=self.learn,
+      initial_core=self.initial_core,
+      acting=lambda learner: learner._replace(history=(), replay=()),
+      streams=True,
+      # Segments go in one at a time between updates: a chunk of any
+      # length goes in once one segment can.
+      can_observe=lambda learner, n: self.table.can_insert(learner.replay, 1),
     )

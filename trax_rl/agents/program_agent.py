@@ -1,0 +1,706 @@
+"""An agent as Trax names it: a program, a source and the runner.
+
+`ProgramAgent` keeps Trax's lifecycle and names (`run`, `current_epoch`,
+`avg_returns`, restore on construction, `output_dir`) but holds no
+algorithm of its own: a subclass (`DQN`, `PPO`, `ReplayValueAgent`, ...)
+configures its family's `Program` from its gin knobs, and the runner
+(`trax_rl.run.runner`) trains it on the source the task's env picks: a
+JAX env runs compiled epochs on the device (`sources.device`), any other
+env is stepped from Python (`sources.gymnasium`). The same program runs
+on both; `train_rl.n_seeds = k` builds one runner for k seeds.
+"""
+
+import copy
+import dataclasses
+import inspect
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from trax_rl import collection, trajectory_files, validation
+from trax_rl import task as task_lib
+from trax_rl import trajectory as trajectory_lib
+from trax_rl.agents import checkpointing, restoring
+from trax_rl.algorithms import program as program_lib
+from trax_rl.run import runner as runner_lib
+from trax_rl.sources import device as device_source
+from trax_rl.sources import gymnasium as gym_source
+from trax_rl.sources import processes, seed_axis
+
+EpochCallback = Callable[[Any, dict[str, Any]], Any]
+_LOG = logging.getLogger(__name__)
+
+
+def seed_keys(seed: int) -> dict[str, np.ndarray]:
+  """The raw keys a seed's learner, source and evaluations start from."""
+  base = jax.random.PRNGKey(seed)
+  return {
+    'init': np.asarray(jax.random.fold_in(base, 0)),
+    'eval': np.asarray(jax.random.fold_in(base, 2)),
+    'source': np.asarray(jax.random.fold_in(base, 3)),
+  }
+
+
+class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
+  """An RL agent: a family's program trained by the runner.
+
+  As in Trax, an agent built on an `output_dir` holding a checkpoint is
+  restored by its constructor.
+
+  Subclasses configure themselves, then call `super().__init__` last... or
+  first, and implement `make_program()`.
+  """
+
+  def __init__(
+    self,
+    task: task_lib.RLTask,
+    n_trajectories_per_epoch: int | None = None,
+    n_interactions_per_epoch: int | None = None,
+    n_eval_episodes: int = 0,
+    eval_steps: Sequence[int] | None = None,
+    eval_temperatures: Sequence[float] = (0.0,),
+    only_eval: bool = False,
+    output_dir: str | None = None,
+    seed: int = 0,
+  ):
+    """Configures the lifecycle.
+
+    Args:
+      task: the RLTask (env, gamma, max_steps, n_envs, seed).
+      n_trajectories_per_epoch: episodes collected per epoch (epochs then
+        end at episode boundaries: the gymnasium source only).
+      n_interactions_per_epoch: env steps collected per epoch (episodes run
+        on across epochs). Exactly one of the two must be given.
+      n_eval_episodes: episodes played per eval temperature and eval step cap
+        before each call's epochs, on separate envs, not stored.
+      eval_steps: episode-length caps for evaluation; default the task's.
+      eval_temperatures: temperatures to evaluate at (0.0 is greedy).
+      only_eval: Trax's evaluation mode: each epoch of `run` collects with
+        the training policy without learning and plays the
+        `n_eval_episodes`, but trains nothing, keeps `current_epoch` and
+        writes no checkpoint. Its records go to metrics.jsonl as
+        'only_eval'.
+      output_dir: where checkpoints and metrics go; a run finding a
+        checkpoint there continues from it.
+      seed: seeds the learner, the acting and learning keys and the
+        evaluations.
+    """
+    if (n_trajectories_per_epoch is None) == (n_interactions_per_epoch is None):
+      raise ValueError(
+        'exactly one of n_trajectories_per_epoch and '
+        'n_interactions_per_epoch must be set, got '
+        f'n_trajectories_per_epoch={n_trajectories_per_epoch}, '
+        f'n_interactions_per_epoch={n_interactions_per_epoch}'
+      )
+    validation.check_count(
+      'n_trajectories_per_epoch', n_trajectories_per_epoch, 1
+    )
+    validation.check_count(
+      'n_interactions_per_epoch', n_interactions_per_epoch, 1
+    )
+    validation.check_count('n_eval_episodes', n_eval_episodes, 0)
+    eval_steps = list(eval_steps) if eval_steps else [task.max_steps]
+    for s in eval_steps:
+      validation.check_count('eval_steps', s, 1)
+    for t in eval_temperatures:
+      if not (isinstance(t, (int, float)) and t >= 0):
+        raise ValueError(f'eval_temperatures must be >= 0, got {t!r}')
+    if task.jax_env is not None and n_interactions_per_epoch is None:
+      raise ValueError(
+        f'the device path (env {task.jax_env.name!r}) collects fixed-length '
+        'rollouts: set n_interactions_per_epoch instead of '
+        f'n_trajectories_per_epoch={n_trajectories_per_epoch}'
+      )
+    if output_dir is not None:
+      validation.check_output_dir(
+        checkpointing.process_dir(output_dir) or output_dir
+      )
+    self._task = task
+    self._n_trajectories_per_epoch = n_trajectories_per_epoch
+    self._n_interactions_per_epoch = n_interactions_per_epoch
+    self._n_eval_episodes = n_eval_episodes
+    self._eval_steps = eval_steps
+    self._eval_temperatures = tuple(float(t) for t in eval_temperatures)
+    self._only_eval = only_eval
+    self._output_dir = os.fspath(output_dir) if output_dir is not None else None
+    self._seed = seed
+    self._program: program_lib.Program | None = None
+    self._runner: runner_lib.Runner | None = None
+    self._collector = None  # (RayCollector, agent factory) when set.
+    # Across hosts (`join_job`), the programs' mapped axis of processes.
+    self._axis_name: str | None = None
+    self._initial_done = False  # RLTask.initial_trajectories observed.
+    self._writer = None
+
+  # To implement.
+  def make_program(self, n_envs: int) -> program_lib.Program:
+    """The family's program for rollouts of `n_envs` envs (its knobs)."""
+    raise NotImplementedError
+
+  def act_as_rollout_actor(
+    self, slot: int, n_slots: int, epsilon: float
+  ) -> None:
+    """On rollout actor `slot` of `n_slots`: act as that actor.
+
+    `epsilon` is the actor's Ape-X rate (stream mode); programs that
+    explore with one set it here, the others ignore it.
+    """
+    del slot, n_slots, epsilon
+
+  # Read-only views, as Trax's.
+  @property
+  def task(self) -> task_lib.RLTask:
+    return self._task
+
+  @property
+  def program(self) -> program_lib.Program:
+    """The program for the task's `n_envs` (built once)."""
+    if self._program is None:
+      self._program = self.make_program(self._task.n_envs)
+    return self._program
+
+  def join_job(self) -> None:
+    """Trains as this process of a multi-host job (`train_rl.multihost`).
+
+    Every process runs the program on its own envs; the updates average
+    their gradients over all processes (`sources.processes`).
+
+    Raises:
+      ValueError: on the device path, where processes could not keep step.
+    """
+    if self._task.jax_env is not None:
+      raise ValueError(
+        'train_rl.multihost trains on the host path: use a gymnasium env '
+        f'id, not the JAX env {self._task.env_spec!r}'
+      )
+    self._drop_runner()
+    self._axis_name = processes.AXIS
+    self._program = None
+
+  def set_collector(self, collector: Any, agent_factory: Callable) -> None:
+    """Collects on rollout actors (`collector`: a `RayCollector`'s knobs).
+
+    `agent_factory` builds this agent on each actor (from the run's gin
+    config).
+    """
+    self._drop_runner()
+    self._collector = (collector, agent_factory)
+
+  def _drop_runner(self) -> None:
+    """Rebuilds the runner on next use (after a change of its source)."""
+    if self._runner is not None:
+      self._runner.close()
+      self._runner = None
+
+  @property
+  def seed(self) -> int:
+    return self._seed
+
+  @property
+  def output_dir(self) -> str | None:
+    return self._output_dir
+
+  @property
+  def only_eval(self) -> bool:
+    return self._only_eval
+
+  @property
+  def n_eval_episodes(self) -> int:
+    return self._n_eval_episodes
+
+  @property
+  def eval_steps(self) -> list[int | None]:
+    return list(self._eval_steps)
+
+  @property
+  def eval_temperatures(self) -> tuple[float, ...]:
+    return self._eval_temperatures
+
+  @property
+  def n_trajectories_per_epoch(self) -> int | None:
+    return self._n_trajectories_per_epoch
+
+  @property
+  def n_interactions_per_epoch(self) -> int | None:
+    return self._n_interactions_per_epoch
+
+  @property
+  def runner(self) -> runner_lib.Runner:
+    """The runner of this agent's one seed (built on first use)."""
+    if self._runner is None:
+      self._runner = self.build_runner(1, self._output_dir)
+    return self._runner
+
+  @property
+  def current_epoch(self) -> int:
+    return self.runner.epoch
+
+  @property
+  def avg_returns(self) -> list[float]:
+    return self.runner.avg_returns[0]
+
+  @property
+  def avg_returns_temperatures(self) -> dict[float, dict[Any, list[float]]]:
+    out: dict[float, dict[Any, list[float]]] = {}
+    for (t, s), values in self.runner.eval_returns.items():
+      out.setdefault(t, {})[s] = values[0]
+    return out
+
+  def use_seeds(self, n_seeds: int) -> None:
+    """Trains `n_seeds` seeds (seed, seed + 1, ...) in one runner.
+
+    Every view of the agent (`current_epoch`, `avg_returns`, `learner`)
+    is then seed 0's; `runner` holds them all.
+    """
+    validation.check_count('n_seeds', n_seeds, 1)
+    if self._runner is not None:
+      self._runner.close()
+    self._runner = self.build_runner(n_seeds, self._output_dir)
+
+  @property
+  def learner(self) -> Any:
+    """The learner pytree (train states, store, counters) of seed 0."""
+    return self.runner.learner_of(0)
+
+  def set_learner(self, learner: Any) -> None:
+    self.runner.set_learner(learner)
+
+  # Building.
+  def max_rollout_steps(self) -> int:
+    """The longest rollout `[T, N]` a source gives the program (its T).
+
+    Epochs of env steps: `ceil(n_interactions_per_epoch / n_envs)` (or
+    the rollout actors' chunk length, if longer). Epochs of n episodes on
+    N envs: an env plays at most n - N + 1 of them, each at most the
+    episode-length cap long; the rollout is padded to a power of two.
+
+    Raises:
+      ValueError: epochs of episodes without an episode-length cap.
+    """
+    task = self._task
+    chunk = 0 if self._collector is None else self._collector[0].chunk_length
+    if self._n_interactions_per_epoch is not None:
+      steps = -(-self._n_interactions_per_epoch // task.n_envs)
+      return max(steps, chunk)
+    cap = task.max_steps or task.max_episode_steps
+    if cap is None:
+      raise ValueError(
+        f'{type(self).__name__} stores whole episodes of epochs counted in '
+        'episodes: give them a length cap (RLTask.max_steps)'
+      )
+    n = self._n_trajectories_per_epoch
+    per_env = 1 if self._collector is not None else n - min(n, task.n_envs) + 1
+    return gym_source.pad_steps(per_env * cap)
+
+  def seeds(self, n_seeds: int) -> list[int]:
+    return [self._seed + i for i in range(n_seeds)]
+
+  def build_runner(
+    self, n_seeds: int, output_dir: str | None
+  ) -> runner_lib.Runner:
+    """A runner of `n_seeds` seeds (this agent's seed, seed + 1, ...).
+
+    Seed i acts, learns and evaluates with keys of `seed + i` alone and
+    resets its envs from `RLTask.seed + i`, so it trains as that seed's
+    agent alone would.
+    """
+    seeds = self.seeds(n_seeds)
+    keys = [seed_keys(s) for s in seeds]
+    stacked = lambda name: np.stack([k[name] for k in keys])  # noqa: E731
+    one = lambda x: x[0] if n_seeds == 1 else x  # noqa: E731
+    task = self._task
+    n_steps = self._n_interactions_per_epoch
+    per_env = None if n_steps is None else -(-n_steps // task.n_envs)
+    name = type(self).__name__
+    if self.program.whole_episodes and n_steps is not None:
+      raise ValueError(
+        f'{name} needs epochs of whole episodes (its filter ranks whole '
+        'trajectories): set n_trajectories_per_epoch instead of '
+        'n_interactions_per_epoch, on a gymnasium env'
+      )
+    if task.jax_env is not None and n_steps is None:
+      raise ValueError(
+        f'{name} on a JAX env compiles epochs of env steps: set '
+        'n_interactions_per_epoch instead of n_trajectories_per_epoch'
+      )
+    if self._collector is not None:
+      source, program = self._ray_source(n_seeds, seeds, stacked('source')[0])
+    elif task.jax_env is not None:
+      program = self.program
+      source = device_source.DeviceSource(
+        task.jax_env,
+        program,
+        task.n_envs,
+        per_env,
+        task.max_steps,
+        one(stacked('source')),
+      )
+    else:
+      program = self.program
+      source = gym_source.GymnasiumSource(
+        task.env_spec,
+        program,
+        task.n_envs,
+        [task.seed + i for i in range(n_seeds)],
+        one(stacked('source')),
+        task.max_steps,
+        n_steps=per_env,
+        n_episodes=self._n_trajectories_per_epoch,
+        multihost=self._axis_name is not None,
+      )
+    # Built seed by seed on the host, then stacked: a jitted init would
+    # hold an empty replay as a constant of its program.
+    learners = [program.init(k['init']) for k in keys]
+    learner = learners[0] if n_seeds == 1 else seed_axis.stack(learners)
+    return runner_lib.Runner(
+      name,
+      source,
+      learner,
+      seeds,
+      stacked('eval'),
+      output_dir=output_dir,
+      n_eval_episodes=self._n_eval_episodes,
+      eval_steps=self._eval_steps,
+      eval_temperatures=self._eval_temperatures,
+      writes_outputs=checkpointing.writes_outputs(),
+    )
+
+  def _ray_source(self, n_seeds: int, seeds: list[int], keys: Any):
+    """The Ray source, whose program sees every actor's (or unit's) envs."""
+    from trax_rl.sources import ray as ray_source  # noqa: PLC0415
+
+    if n_seeds > 1:
+      raise ValueError(
+        'train_rl.n_seeds > 1 runs on one process: unbind the collector'
+      )
+    settings, factory = self._collector
+    task = self._task
+    program = self.program
+    if program.streams:
+      columns = settings.n_actors * task.n_envs
+    elif self._n_trajectories_per_epoch is not None:
+      units = -(-self._n_trajectories_per_epoch // task.n_envs)
+      columns = units * task.n_envs
+    else:
+      steps = -(-self._n_interactions_per_epoch // task.n_envs)
+      columns = -(-steps // settings.chunk_length) * task.n_envs
+    program = self.make_program(columns)
+    n_steps = self._n_interactions_per_epoch
+    local = gym_source.GymnasiumSource(
+      task.env_spec,
+      program,
+      task.n_envs,
+      [task.seed],
+      keys,
+      task.max_steps,
+      n_steps=None if n_steps is None else -(-n_steps // task.n_envs),
+      n_episodes=self._n_trajectories_per_epoch,
+      multihost=self._axis_name is not None,
+    )
+    source = ray_source.RaySource(
+      settings,
+      factory,
+      program,
+      local,
+      seeds[0],
+      task.n_envs,
+      self._n_interactions_per_epoch,
+      self._n_trajectories_per_epoch,
+      program.streams,
+      columns,
+    )
+    return source, program
+
+  # Lifecycle.
+  def restore(self) -> bool:
+    """Loads the checkpoint in output_dir, once; True if one was loaded."""
+    return self.runner.restore()
+
+  def run(
+    self,
+    n_epochs: int = 1,
+    n_epochs_is_total_epochs: bool = False,
+    callbacks: Sequence[EpochCallback] = (),
+    on_nonfinite: str = 'stop',
+    epochs_per_call: int = 1,
+  ) -> None:
+    """Runs n epochs (see `Runner.run`); callbacks get `(agent, record)`."""
+    if self._only_eval:
+      self._run_evaluation(n_epochs, callbacks)
+      return
+    runner = self.runner
+    if not runner.restore() and runner.epoch == 0 and not self._initial_done:
+      self._observe_initial_data()
+    runner.run(
+      n_epochs,
+      callbacks=[lambda r, cb=cb: cb(self, r) for cb in callbacks],
+      on_nonfinite=on_nonfinite,
+      epochs_per_call=epochs_per_call,
+      n_epochs_is_total_epochs=n_epochs_is_total_epochs,
+    )
+
+  def _observe_initial_data(self) -> None:
+    """Observes `RLTask.initial_trajectories` before the first epoch.
+
+    An int: that many episodes of uniformly random actions per seed (on
+    envs of their own, reset from `[RLTask.seed + i, 9]`); a directory: the
+    trajectories an earlier run stored there (every seed the same). They
+    go into the learner's store (replay, ring) as a rollout of whole
+    episodes, one per env, and nothing is learned from them yet (Trax's
+    epoch 0).
+    """
+    self._initial_done = True
+    spec = self._task.initial_trajectories
+    if not spec:
+      return
+    runner = self.runner
+    program = runner.source_program
+    n = runner.n_seeds
+    one_seed = (
+      lambda x: jax.ShapeDtypeStruct(  # noqa: E731
+        np.shape(x)[1:] if n > 1 else np.shape(x), x.dtype
+      )
+    )
+    learner = jax.tree.map(one_seed, runner.local_learner())
+    info = _zero_info(program, self._task, learner)
+    if isinstance(spec, int):
+      seeds = [[self._task.seed + i, 9] for i in range(n)]
+      envs = gym_source.HostEnvs(
+        self._task.env_spec, spec, seeds, self._task.max_steps
+      )
+      # Each seed's actions from a space of its own, seeded as its envs.
+      spaces = [copy.deepcopy(self._task.action_space) for _ in range(n)]
+      for i, space in enumerate(spaces):
+        space.seed(int(self._task.seed) + i)
+
+      def random_act(obs, first, core):
+        del first
+        width = obs.shape[1]
+        action = np.stack(
+          [
+            np.stack([np.asarray(space.sample()) for _ in range(width)])
+            for space in spaces
+          ]
+        )
+        return action, _tile(info, (n, width)), core
+
+      try:
+        rollout = envs.collect(random_act, n_episodes=spec).rollout
+      finally:
+        envs.close()
+    else:
+      one = trajectory_files.as_rollout(trajectory_files.read_all(spec), info)
+      rollout = jax.tree.map(lambda x: np.stack([x] * n), one)
+    rollout = _fit_columns(rollout, runner.source_n_envs)
+    observe = jax.jit(seed_axis.over_seeds(program.observe, n))
+    learner = runner.local_learner()
+    # In rollouts of the program's length (the last padded: not valid).
+    length = self.max_rollout_steps()
+    total = rollout.valid.shape[1]
+    for start in range(0, total, length):
+      part = jax.tree.map(
+        lambda x, start=start: _pad_time(x[:, start : start + length], length),
+        rollout,
+      )
+      if n == 1:
+        part = jax.tree.map(lambda x: x[0], part)
+      learner = observe(learner, part)
+    runner.set_learner(learner)
+
+  def _run_evaluation(self, n_epochs: int, callbacks) -> None:
+    """`only_eval`: collect without learning and evaluate; state stays."""
+    from trax_rl import metrics  # noqa: PLC0415
+
+    self.restore()
+    writer = None
+    if self._output_dir is not None and checkpointing.writes_outputs():
+      writer = metrics.MetricsWriter(self._output_dir, tensorboard=False)
+    for _ in range(n_epochs):
+      record = dict(self.runner.evaluate()[0])
+      source = self.runner.source
+      if isinstance(source, gym_source.GymnasiumSource):
+        record.update(source.collect(self.runner.learner).records[0])
+      record['epoch'] = self.current_epoch
+      if writer is not None:
+        writer.write('only_eval', self.current_epoch, record)
+      if any([cb(self, record) for cb in callbacks]):
+        break
+
+  def evaluate(self) -> dict[str, float]:
+    """Plays n_eval_episodes per temperature and step cap; returns means."""
+    return self.runner.evaluate()[0]
+
+  def make_policy(
+    self, temperature: float, evaluation: bool = True
+  ) -> collection.BatchPolicy:
+    """A host policy `(obs[N, ...], first[N]) -> (action[N], info)`.
+
+    For acting outside the runner (evaluation episodes, videos): the
+    program's act at `temperature` on the current learner, keyed by its own
+    counter; a recurrent policy keeps its core between calls.
+    """
+    del evaluation
+    program = self.program
+    learner = self.learner
+    state = {'count': 0, 'core': None}
+    key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 5)
+    act = jax.jit(program.act, static_argnums=3)
+
+    def policy(obs, first):
+      step_key = jax.random.fold_in(key, state['count'])
+      state['count'] += 1
+      if program.recurrent:
+        if state['core'] is None:
+          state['core'] = program.initial_core(len(obs))
+        action, info, state['core'] = act(
+          learner, step_key, obs, float(temperature), state['core'], first
+        )
+      else:
+        action, info = act(learner, step_key, obs, float(temperature))
+      return np.asarray(action), jax.device_get(info)
+
+    return policy
+
+  def policy(
+    self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
+  ) -> tuple[Any, dict[str, Any]]:
+    """Trax's single-trajectory form: the action after `trajectory`."""
+    obs = np.asarray(trajectory.last_observation)[None]
+    first = np.array([len(trajectory) == 1])
+    action, info = self.make_policy(temperature, evaluation=True)(obs, first)
+    return np.asarray(action)[0], {k: np.asarray(v)[0] for k, v in info.items()}
+
+  def compile_update(self) -> None:
+    """Compiles one epoch's learning (`trax-rl check`), runs nothing."""
+    self.runner.source.compile(self.runner.learner)
+
+  def save(self) -> None:
+    self.runner.save()
+
+  def close(self) -> None:
+    if self._runner is not None:
+      self._runner.close()
+
+
+def agent_class(family: type) -> type:
+  """The agent (gin name, knobs, lifecycle) of a family's knobs dataclass.
+
+  A family module (e.g. `algorithms.pqn`) defines a frozen dataclass of its
+  knobs with `program(spec: program.Spec) -> Program`, and nothing else;
+  this returns the `ProgramAgent` subclass of the same name that takes the
+  family's knobs and the lifecycle's (`n_interactions_per_epoch`,
+  `n_eval_episodes`, `seed`, `output_dir`, ...), as gin binds them. Bad
+  knob values are the family's to refuse (its `__post_init__`).
+
+  Args:
+    family: the knobs dataclass.
+
+  Returns:
+    The agent class, for the gin registry.
+  """
+  fields = {f.name for f in dataclasses.fields(family)}
+
+  def __init__(self, task: task_lib.RLTask, **kwargs):
+    knobs = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
+    self._family = family(**knobs)
+    ProgramAgent.__init__(self, task, **kwargs)
+
+  def make_program(self, n_envs: int) -> program_lib.Program:
+    task = self._task
+    spec = program_lib.Spec(
+      observation_space=task.observation_space,
+      action_space=task.action_space,
+      gamma=task.gamma,
+      n_envs=n_envs,
+      n_steps=self.max_rollout_steps(),
+      axis_name=self._axis_name,
+    )
+    return self._family.program(spec)
+
+  @classmethod
+  def parameter_names(cls) -> set[str]:
+    lifecycle = set(inspect.signature(ProgramAgent.__init__).parameters)
+    return (fields | lifecycle) - {'self', 'task'}
+
+  namespace = {
+    '__init__': __init__,
+    'make_program': make_program,
+    'parameter_names': parameter_names,
+    '__doc__': family.__doc__,
+    '__module__': family.__module__,
+  }
+  return type(family.__name__, (ProgramAgent,), namespace)
+
+
+def _zero_info(
+  program: program_lib.Program, task: task_lib.RLTask, learner: Any
+) -> Any:
+  """A zero info pytree of one step (no batch axes), as `act` records
+  (`learner`: one seed's learner, or its shapes)."""
+  obs = jax.ShapeDtypeStruct(
+    (1, *task.observation_space.shape), task.observation_space.dtype
+  )
+  key = jax.ShapeDtypeStruct((2,), np.uint32)
+  view = jax.eval_shape(program.acting_view, learner)
+  if program.recurrent:
+    core = jax.eval_shape(lambda: program.initial_core(1))
+    first = jax.ShapeDtypeStruct((1,), bool)
+    _, info, _ = jax.eval_shape(
+      lambda v, k, o, c, f: program.act(v, k, o, 1.0, c, f),
+      view,
+      key,
+      obs,
+      core,
+      first,
+    )
+  else:
+    _, info = jax.eval_shape(
+      lambda v, k, o: program.act(v, k, o, 1.0), view, key, obs
+    )
+  return jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), info)
+
+
+def _pad_time(x: np.ndarray, length: int) -> np.ndarray:
+  """`[k, t, ...]` zero-padded to `[k, length, ...]`."""
+  pad = [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
+  return np.pad(x, pad)
+
+
+def _tile(tree: Any, shape: tuple[int, ...]) -> Any:
+  return jax.tree.map(lambda x: np.zeros(shape + x.shape, x.dtype), tree)
+
+
+def _fit_columns(rollout: Any, n_envs: int) -> Any:
+  """A rollout `[k, T, M, ...]` as `[k, T', n_envs, ...]` for the store.
+
+  Its M env columns (one per initial episode) are laid out in n_envs
+  columns: column c gets columns c, c + n_envs, ... one after another
+  (each a whole episode, so they join as consecutive episodes).
+  """
+  valid = np.asarray(rollout.valid)
+  k, _, m = valid.shape
+  per_column = [list(range(c, m, n_envs)) for c in range(n_envs)]
+  lengths = valid.sum(axis=1)  # [k, M]
+  total = max(
+    int(sum(lengths[s, j] for j in cols))
+    for s in range(k)
+    for cols in per_column
+  )
+  total = max(total, 1)
+
+  def one(x):
+    out = np.zeros((k, total, n_envs, *x.shape[3:]), x.dtype)
+    for s in range(k):
+      for c, cols in enumerate(per_column):
+        t = 0
+        for j in cols:
+          n = int(lengths[s, j])
+          out[s, t : t + n, c] = x[s, :n, j]
+          t += n
+    return out
+
+  return jax.tree.map(one, rollout)

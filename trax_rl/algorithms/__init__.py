@@ -1,0 +1,1 @@
+"""One program per algorithm family: pure functions over a learner pytree."""

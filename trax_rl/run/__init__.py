@@ -1,0 +1,1 @@
+"""The runner: the one training loop, for every source and seed count."""

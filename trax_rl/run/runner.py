@@ -1,0 +1,502 @@
+"""The runner: one loop for every source and any number of seeds.
+
+Each call of `run` repeats: evaluate (before the call's first epoch, so it
+scores the parameters that collect its data), let the source run up to
+`epochs_per_call` epochs (collect, observe, learn), check for non-finite
+values, write one record per epoch and seed, save the checkpoint, call the
+callbacks. The learner carries a leading seed axis when k > 1
+(`seed_axis`): seed s of a batch trains exactly as it would alone.
+
+The checkpoint (`checkpoint.pkl`, written atomically after every call) is
+one format for every source and seed count: the learner's leaves with a
+seed axis, the source's state (envs in flight, keys, counters), the
+runner's counters (epoch, returns, evaluations). Records written after it
+are dropped on resume, so a run killed at any moment resumes from its last
+call exactly.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from etils import epath
+from jax.experimental import multihost_utils
+
+from trax_rl import checkpoint, metrics, validation
+from trax_rl.agents import nonfinite
+from trax_rl.sources import seed_axis
+from trax_rl.supervised import train_state as train_state_lib
+from trax_rl.supervised import update
+
+CHECKPOINT_FILE = 'checkpoint.pkl'
+FORMAT = 'program'  # The checkpoint's 'kind'.
+
+
+def eval_name(temperature: float, max_steps: int | None) -> str:
+  """The record field of an evaluation: 'eval_return_t0_s500', ..."""
+  return f'eval_return_t{temperature:g}' + (
+    f'_s{max_steps}' if max_steps else ''
+  )
+
+
+class Runner:
+  """Trains a program's learner on a source (see the module docstring).
+
+  Args:
+    name: the agent's name (the checkpoint records it).
+    source: a `DeviceSource` or `GymnasiumSource` (or anything with their
+      `run_epochs`, `evaluate`, `place`, `state_dict` methods).
+    learner: the initial learner, with a seed axis when k > 1.
+    seeds: the seeds' integer seeds (k entries).
+    eval_streams: each seed's evaluation key stream, `[k, 2]`.
+    output_dir: where checkpoints and metrics go, or None.
+    n_eval_episodes: episodes per evaluation temperature and step cap.
+    eval_steps: episode-length caps of the evaluations.
+    eval_temperatures: temperatures to evaluate at.
+    writes_outputs: whether this process writes output_dir.
+  """
+
+  def __init__(
+    self,
+    name: str,
+    source: Any,
+    learner: Any,
+    seeds: Sequence[int],
+    eval_streams: Any,
+    output_dir: str | None = None,
+    n_eval_episodes: int = 0,
+    eval_steps: Sequence[int | None] = (None,),
+    eval_temperatures: Sequence[float] = (0.0,),
+    writes_outputs: bool = True,
+  ):
+    self._name = name
+    self._source = source
+    self._seeds = list(seeds)
+    self._k = len(self._seeds)
+    self._learner = source.place(learner)
+    self._eval_streams = np.asarray(eval_streams)
+    self._output_dir = output_dir
+    self._n_eval_episodes = n_eval_episodes
+    self._eval_steps = list(eval_steps)
+    self._eval_temperatures = tuple(eval_temperatures)
+    self._writes = writes_outputs and output_dir is not None
+    self.epoch = 0
+    self.avg_returns: list[list[float]] = [[] for _ in self._seeds]
+    # {(temperature, steps): per seed, the mean return of each evaluation}
+    self.eval_returns: dict[tuple[float, Any], list[list[float]]] = {
+      (t, s): [[] for _ in self._seeds]
+      for t in self._eval_temperatures
+      for s in self._eval_steps
+    }
+    self._n_evals = 0
+    self._writer = None
+    self._restored = False
+    self._loaded = False
+
+  # Views.
+  @property
+  def source(self) -> Any:
+    return self._source
+
+  @property
+  def source_program(self) -> Any:
+    """The program the source feeds (built for its env columns)."""
+    return self._source.program
+
+  @property
+  def source_n_envs(self) -> int:
+    """The env columns of the source's rollouts."""
+    return self._source.n_envs
+
+  @property
+  def learner(self) -> Any:
+    """The learner after the last call (the next call donates it)."""
+    return self._learner
+
+  def set_learner(self, learner: Any) -> None:
+    self._learner = self._source.place(learner)
+
+  @property
+  def seeds(self) -> list[int]:
+    return list(self._seeds)
+
+  @property
+  def n_seeds(self) -> int:
+    return self._k
+
+  @property
+  def output_dir(self) -> str | None:
+    return self._output_dir
+
+  def local_learner(self) -> Any:
+    """The learner as this process holds it (its row, across hosts)."""
+    local = getattr(self._source, 'local', None)
+    return self._learner if local is None else local(self._learner)
+
+  @property
+  def eval_streams(self) -> np.ndarray:
+    """Each seed's evaluation key stream, `[k, 2]`."""
+    return self._eval_streams
+
+  def learner_of(self, index: int) -> Any:
+    """Seed `index`'s learner (host copy for a seed batch)."""
+    learner = self.local_learner()
+    if self._k == 1:
+      return learner
+    return jax.tree.map(lambda x: np.asarray(x)[index], learner)
+
+  # Evaluation.
+  def evaluate(self) -> list[dict[str, float]]:
+    """Each seed's mean eval return per temperature and step cap."""
+    out = [{} for _ in self._seeds]
+    if not self._n_eval_episodes:
+      return out
+    streams = self._eval_streams if self._k > 1 else self._eval_streams[0]
+    for steps in self._eval_steps:
+      for temperature in self._eval_temperatures:
+        returns = self._source.evaluate(
+          self._learner,
+          temperature,
+          streams,
+          self._n_evals,
+          self._n_eval_episodes,
+          steps,
+        )
+        self._n_evals += 1
+        for s, seed_returns in enumerate(returns):
+          mean = float(np.mean(seed_returns))
+          self.eval_returns[(temperature, steps)][s].append(mean)
+          out[s][eval_name(temperature, steps)] = mean
+    return out
+
+  # The loop.
+  def run(
+    self,
+    n_epochs: int,
+    callbacks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+    on_nonfinite: str = 'stop',
+    epochs_per_call: int = 1,
+    n_epochs_is_total_epochs: bool = False,
+  ) -> None:
+    """Runs n_epochs, up to epochs_per_call per source call.
+
+    Args:
+      n_epochs: epochs to run.
+      callbacks: `callback(record) -> stop?` after every epoch, once the
+        call is saved; a seed batch's callbacks see the mean over seeds.
+      on_nonfinite: 'stop' raises `nonfinite.NonFiniteError` before the
+        call's records and checkpoint are written; 'warn' logs and trains
+        on; 'off' does not check.
+      epochs_per_call: epochs per source call (the device source compiles
+        them into one program).
+      n_epochs_is_total_epochs: count epochs restored from output_dir too.
+    """
+    validation.check_count('n_epochs', n_epochs, 0)
+    validation.check_count('epochs_per_call', epochs_per_call, 1)
+    nonfinite.check_policy(on_nonfinite)
+    self.restore()
+    self._source.set_epochs_per_call(epochs_per_call)
+    n_left = n_epochs - self.epoch if n_epochs_is_total_epochs else n_epochs
+    if self._writes and self._writer is None and n_left > 0:
+      self._writer = metrics.MetricsWriter(self._output_dir)
+    while n_left > 0:
+      n = min(epochs_per_call, n_left)
+      start = time.perf_counter()
+      evals = self.evaluate()
+      nonfinite_before = _n_nonfinite(self._source)
+      steps_before = self._steps_done() if on_nonfinite != 'off' else 0
+      self._learner, calls = self._source.run_epochs(self._learner, n)
+      wall = time.perf_counter() - start
+      if on_nonfinite != 'off':
+        self._check_finite(on_nonfinite, nonfinite_before, steps_before)
+      means = self._record(calls, evals, wall)
+      n_left -= len(calls)
+      if self._output_dir is not None:
+        self.save()
+      stops = [cb(mean) for mean in means for cb in callbacks]
+      if any(stops):
+        break
+
+  def _record(self, calls, evals, wall) -> list[dict[str, Any]]:
+    """Writes the call's records; returns each epoch's (mean) record."""
+    steps = getattr(self._source, 'steps_per_epoch', None)
+    for record, seed_evals in zip(calls[0], evals):
+      record.update(seed_evals)  # In the call's first epoch.
+    means = []
+    for records in calls:
+      self.epoch += 1
+      for s, record in enumerate(records):
+        record['epoch_s'] = wall / len(calls)
+        if steps is not None:
+          record.setdefault(
+            'n_interactions', self.epoch * steps
+          )  # The device source counts epochs.
+          record['env_steps_per_s'] = (
+            steps * self._k / max(record['epoch_s'], 1e-9)
+          )
+        self.avg_returns[s].append(float(record['avg_return']))
+        if self._k > 1:
+          record['seed'] = self._seeds[s]
+        if self._writer is not None:
+          self._writer.write('epoch', self.epoch, record)
+      mean = records[0] if self._k == 1 else _mean(records)
+      mean['epoch'] = self.epoch
+      means.append(mean)
+    return means
+
+  # Non-finite values.
+  def _check_finite(
+    self, policy: str, observations_before: int, steps_before: int
+  ) -> None:
+    # A non-finite observation comes first: the updates after it are its
+    # consequence, and it was collected before them.
+    found = None
+    if _n_nonfinite(self._source) > observations_before:
+      found = (self._seeds[0], 'observation', steps_before)
+    if found is None:
+      found = self._first_nonfinite()
+    if found is None:
+      return
+    seed, what, step = found
+    epoch = self.epoch + 1
+    kept = (
+      f'{CHECKPOINT_FILE} keeps epoch {self.epoch}'
+      if self._output_dir is not None and self.epoch
+      else 'no epoch saved'
+    )
+    where = f' of seed {seed}' if self._k > 1 else ''
+    nonfinite.report(policy, f'{what}{where}', epoch, step, kept)
+    self._clear_health()
+
+  def _train_states(self) -> list[tuple[str, Any]]:
+    is_state = lambda x: isinstance(x, train_state_lib.TrainState)  # noqa: E731
+    found = []
+    flat = jax.tree_util.tree_flatten_with_path(
+      self.local_learner(), is_leaf=is_state
+    )
+    for path, state in flat[0]:
+      if is_state(state) and isinstance(state.health, update.Health):
+        name = _state_name(path, self._source.program.train_name)
+        found.append((name, state))
+    return found
+
+  def _steps_done(self) -> int:
+    steps = [np.max(np.asarray(s.step)) for _, s in self._train_states()]
+    return int(max(steps, default=0))
+
+  def _first_nonfinite(self) -> tuple[int, str, int] | None:
+    """(seed, 'name/what', step) of the first non-finite train state."""
+    states = self._train_states()
+    host = jax.device_get([s for _, s in states])
+    for (name, _), state in zip(states, host):
+      for s, seed in enumerate(self._seeds):
+        one = (
+          state if self._k == 1 else jax.tree.map(lambda x, s=s: x[s], state)
+        )
+        bad = update.describe(one.health)
+        if bad is None and not _finite(one.params):
+          bad = (int(one.step), 'parameters')
+        if bad is not None:
+          return seed, f'{name}/{bad[1]}', bad[0]
+    return None
+
+  def _clear_health(self) -> None:
+    """Forgets recorded non-finite updates ('warn' reports each once)."""
+    zero = np.zeros(() if self._k == 1 else (self._k,), np.int32)
+    is_health = lambda x: isinstance(x, update.Health)  # noqa: E731
+    self.set_learner(
+      jax.tree.map(
+        lambda x: update.Health(zero, zero) if is_health(x) else x,
+        self.local_learner(),
+        is_leaf=is_health,
+      )
+    )
+
+  # Checkpoints.
+  def _path(self) -> epath.Path:
+    return epath.Path(self._output_dir) / CHECKPOINT_FILE
+
+  def state(self) -> dict[str, Any]:
+    """The whole state, as plain values and numpy (for the checkpoint)."""
+    learner = seed_axis.with_axis(self.local_learner(), self._k)
+    return {
+      'kind': FORMAT,
+      'agent': self._name,
+      'seeds': list(self._seeds),
+      'epoch': self.epoch,
+      'avg_returns': [list(r) for r in self.avg_returns],
+      'eval_returns': [
+        [t, s, [list(v) for v in values]]
+        for (t, s), values in self.eval_returns.items()
+      ],
+      'n_evals': self._n_evals,
+      'learner': [np.asarray(x) for x in jax.tree.leaves(learner)],
+      'source': self._source.state_dict(),
+    }
+
+  def save(self) -> None:
+    """Writes the checkpoint; the file is the commit point of the call.
+
+    In a multi-host job every process other than the chief writes its own
+    state (its row of the learner, its envs and keys) under
+    `processes/<index>/` first; the chief commits once all have (a
+    barrier), so a resume gives every process back its own state.
+    """
+    if self._output_dir is None:
+      return
+    state = self.state()
+    own = _process_dir(self._output_dir)
+    job = jax.process_count() > 1
+    if own is not None:
+      checkpoint.save(own / f'checkpoint-{self.epoch}.pkl', state)
+    if job:
+      multihost_utils.sync_global_devices(f'trax_rl wrote {self.epoch}')
+    if own is None:
+      checkpoint.save(self._path(), state)
+    if job:  # Older process states are stale once the chief committed.
+      multihost_utils.sync_global_devices(f'trax_rl saved {self.epoch}')
+    if own is not None:
+      keep = f'checkpoint-{self.epoch}.pkl'
+      for old in own.glob('checkpoint-*.pkl'):
+        if old.name != keep:
+          old.unlink()
+
+  def load(self, ckpt: dict[str, Any], path: Any) -> None:
+    """Restores `state()` output.
+
+    Raises:
+      CheckpointError: of another agent, other seeds, or incomplete.
+    """
+    try:
+      if ckpt.get('kind') != FORMAT or ckpt['agent'] != self._name:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} was written by {ckpt.get("agent")}, not '
+          f'{self._name}; use another output_dir'
+        )
+      if list(ckpt['seeds']) != self._seeds:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} holds seeds {list(ckpt["seeds"])}, this run '
+          f'has {self._seeds}: resume with the same seed and n_seeds, or '
+          'use another output_dir'
+        )
+      template = seed_axis.axis_shapes(self.local_learner(), self._k)
+      learner = checkpoint.unflatten_like(template, ckpt['learner'], 'learner')
+      self.set_learner(seed_axis.without_axis(learner, self._k))
+      self._source.load_state_dict(ckpt['source'])
+      self.epoch = int(ckpt['epoch'])
+      self.avg_returns = [[float(r) for r in x] for x in ckpt['avg_returns']]
+      for t, s, values in ckpt['eval_returns']:
+        self.eval_returns[(t, s)] = [list(v) for v in values]
+      self._n_evals = int(ckpt['n_evals'])
+    except (KeyError, TypeError, IndexError) as e:
+      raise checkpoint.CheckpointError(
+        f'checkpoint {path} is incomplete ({e!r})'
+      ) from None
+
+  def load_seed(self, ckpt: dict[str, Any], path: Any, seed: int) -> None:
+    """Loads seed `seed` of a seed batch's checkpoint into this runner of
+    that seed alone: its learner and returns, not its envs (to evaluate).
+
+    Raises:
+      CheckpointError: of another agent, or incomplete.
+    """
+    try:
+      if ckpt.get('kind') != FORMAT or ckpt['agent'] != self._name:
+        raise checkpoint.CheckpointError(
+          f'checkpoint {path} was written by {ckpt.get("agent")}, not '
+          f'{self._name}'
+        )
+      seeds = [int(s) for s in ckpt['seeds']]
+      i = seeds.index(seed)
+      template = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((len(seeds), *np.shape(x)), x.dtype),
+        self.local_learner(),
+      )
+      learner = checkpoint.unflatten_like(template, ckpt['learner'], 'learner')
+      self.set_learner(jax.tree.map(lambda x: x[i], learner))
+      self.epoch = int(ckpt['epoch'])
+      self.avg_returns = [[float(r) for r in ckpt['avg_returns'][i]]]
+      for t, s, values in ckpt['eval_returns']:
+        self.eval_returns[(t, s)] = [list(values[i])]
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+      raise checkpoint.CheckpointError(
+        f'checkpoint {path} is incomplete ({e!r})'
+      ) from None
+
+  def restore(self) -> bool:
+    """Loads output_dir's checkpoint, once; True if one was loaded."""
+    if self._restored or self._output_dir is None:
+      return self._loaded
+    self._restored = True
+    out = epath.Path(self._output_dir)
+    if self._writes:
+      for stale in out.glob('.*.tmp*'):  # Writes a crash cut short.
+        stale.unlink()
+    path = self._path()
+    if not path.exists():
+      return False
+    ckpt = checkpoint.load(path)
+    own = _process_dir(self._output_dir)
+    forked = False
+    if own is not None and 'epoch' in ckpt:
+      mine = own / f'checkpoint-{int(ckpt["epoch"])}.pkl'
+      if mine.exists():
+        path, ckpt = mine, checkpoint.load(mine)
+      else:  # The chief's state; its envs and streams of its own.
+        forked = True
+    self.load(ckpt, path)
+    if forked and hasattr(self._source, 'fork'):
+      self._source.fork(self.epoch)
+    if self._writes:
+      metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
+        'epoch', self.epoch
+      )
+    self._loaded = True
+    return True
+
+  def close(self) -> None:
+    self._source.close()
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+
+
+def _process_dir(output_dir: str) -> epath.Path | None:
+  """Where this process of a multi-host job keeps its own state (None for
+  the chief and a single process)."""
+  if jax.process_index() == 0:
+    return None
+  return epath.Path(output_dir) / 'processes' / str(jax.process_index())
+
+
+def _n_nonfinite(source: Any) -> int:
+  count = getattr(source, 'n_nonfinite', None)
+  return 0 if count is None else count()
+
+
+def _finite(params: Any) -> bool:
+  return all(
+    np.isfinite(x).all()
+    for x in jax.tree.leaves(params)
+    if np.issubdtype(np.asarray(x).dtype, np.inexact)
+  )
+
+
+def _state_name(path: Any, train_name: str) -> str:
+  """A train state's name from its path in the learner: 'value', 'policy'
+  (`train_name` for a top-level `train`)."""
+  keys = [getattr(k, 'key', getattr(k, 'name', None)) for k in path]
+  names = [str(k) for k in keys if k is not None]
+  if not names or names[-1] == 'train':
+    return train_name if len(names) <= 1 else names[-2]
+  return names[-1]
+
+
+def _mean(records: list[dict[str, Any]]) -> dict[str, Any]:
+  return {
+    k: float(np.mean([r[k] for r in records]))
+    for k in records[0]
+    if k != 'seed' and isinstance(records[0][k], (int, float))
+  }

@@ -1,0 +1,1 @@
+"""Where experience comes from: gymnasium envs, JAX envs on the device, Ray actors."""

@@ -1,0 +1,722 @@
+"""The gymnasium source: vector envs stepped from Python, emitted as rollouts.
+
+Every source produces the same pytree, `rollout.Rollout`, fields
+`[T, N, ...]` (time major) per seed, which the family's program observes
+and learns from; this one steps gymnasium vector envs from the host with
+one batched policy call per step for all seeds and envs:
+
+- k seeds step k vector envs of N envs each, in lockstep; the policy is
+  called once per step on observations `[k, N, ...]`.
+- Episodes run on across collections when epochs count env steps
+  (`collect(n_steps=...)`), so a rollout may start and end mid-episode.
+  When epochs count episodes (`collect(n_episodes=...)`, Trax's
+  `n_trajectories_per_epoch`) every env is reset first; the first n envs
+  start counted episodes, an env whose counted episode ends starts another
+  counted one while fewer than n have started, and steps of uncounted
+  episodes are not `valid`. Each env's valid steps are a prefix of the
+  rollout, whose length is padded up to a power of two (`pad_steps`), so
+  that the program compiles once per size, not once per epoch.
+- `terminated` and `truncated` are kept apart; `max_steps` truncates.
+  Where an episode ends, `next_observation` is its final observation and
+  the env restarts (gymnasium's autoreset is off).
+- The envs' state, their reset generators and the episode bookkeeping are
+  plain data (`state_dict`), so a checkpoint resumes running episodes
+  exactly where the envs allow it (`env_state`).
+"""
+
+import collections
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import jax
+import numpy as np
+
+from trax_rl import checkpoint, compile_options, env_state, envs, policies
+from trax_rl.device import rollout as rollout_lib
+from trax_rl.sources import processes, seed_axis
+
+_LOG = logging.getLogger(__name__)
+
+WINDOW = rollout_lib.WINDOW  # episode_return_mean: the last this many.
+
+# act(observation [k, N, ...], first [k, N], core) -> (action [k, N, ...],
+#   info {name: [k, N, ...]}, core); `core` a recurrent policy's state
+#   (leaves [k, N, ...]) or ().
+HostAct = Callable[[np.ndarray, np.ndarray, Any], tuple[Any, dict, Any]]
+
+
+def pad_steps(n: int) -> int:
+  """The rollout length an episode-counted collection of n steps gets."""
+  return max(8, 1 << (max(n, 1) - 1).bit_length())
+
+
+class _SeedEnvs:
+  """The N envs of one seed and their episode bookkeeping."""
+
+  def __init__(self, env: envs.EnvLike, n_envs: int, seed: Any):
+    self.env = envs.make_vector_env(env, n_envs)
+    self.n = n_envs
+    self.rng = np.random.default_rng(seed)
+    self.obs = None  # [N, ...]; None until the first reset.
+    self.first = np.ones(n_envs, bool)
+    self.episode_return = np.zeros(n_envs)
+    self.episode_length = np.zeros(n_envs, np.int64)
+    self.returns = collections.deque(maxlen=WINDOW)
+    self.n_episodes = 0
+    self.n_interactions = 0
+    self.n_nonfinite = 0
+    self.continuing = False  # Whether episodes run on into the next call.
+    space = self.env.single_observation_space
+    self.check_finite = np.issubdtype(space.dtype or np.uint8, np.floating)
+
+  def count_nonfinite(self, obs: np.ndarray) -> None:
+    if self.check_finite and not np.isfinite(obs).all():
+      finite = np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+      self.n_nonfinite += int((~finite).sum())
+
+  def reset(self) -> None:
+    seeds = [int(s) for s in self.rng.integers(0, 2**31 - 1, size=self.n)]
+    obs, _ = self.env.reset(seed=seeds)
+    self.obs = np.array(obs)
+    self.count_nonfinite(self.obs)
+    self.first = np.ones(self.n, bool)
+    self.episode_return[:] = 0
+    self.episode_length[:] = 0
+
+  def step(self, action: np.ndarray, max_steps: int | None):
+    """Steps every env; restarts those that ended. Returns the step's data."""
+    space = self.env.single_action_space
+    next_obs, reward, terminated, truncated, _ = self.env.step(
+      policies.clip_to_space(np.asarray(action), space)
+    )
+    next_obs = np.array(next_obs)
+    self.count_nonfinite(next_obs)
+    terminated = np.asarray(terminated, bool)
+    self.episode_length += 1
+    truncated = np.asarray(truncated, bool)
+    if max_steps is not None:
+      truncated = truncated | (self.episode_length >= max_steps)
+    truncated &= ~terminated
+    reward = np.asarray(reward, np.float32)
+    self.episode_return += reward
+    done = terminated | truncated
+    ended = np.where(done, self.episode_return, 0.0).astype(np.float32)
+    obs = next_obs
+    if done.any():
+      reset_obs, _ = self.env.reset(options={'reset_mask': done})
+      obs = next_obs.copy()  # next_obs keeps the final observations.
+      obs[done] = np.asarray(reset_obs)[done]
+      self.count_nonfinite(obs[done])
+      self.episode_return[done] = 0
+      self.episode_length[done] = 0
+    self.first = done
+    self.obs = obs
+    return next_obs, reward, terminated, truncated, ended
+
+  def state_dict(self) -> dict[str, Any]:
+    state = {
+      'rng': self.rng.bit_generator.state,
+      'returns': list(self.returns),
+      'n_episodes': self.n_episodes,
+      'n_interactions': self.n_interactions,
+      'running': None,
+    }
+    if not self.continuing or self.obs is None:
+      return state
+    try:
+      captured = env_state.capture(self.env)
+    except env_state.NotCapturable as e:
+      state['restart'] = str(e)
+      return state
+    state['running'] = {  # Copies: stepping updates them in place.
+      'envs': captured,
+      'obs': self.obs.copy(),
+      'first': self.first.copy(),
+      'episode_return': self.episode_return.copy(),
+      'episode_length': self.episode_length.copy(),
+    }
+    return state
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self.rng.bit_generator.state = state['rng']
+    self.returns.clear()
+    self.returns.extend(float(r) for r in state['returns'])
+    self.n_episodes = int(state['n_episodes'])
+    self.n_interactions = int(state['n_interactions'])
+    self.obs = None  # Reset at the next collection unless restored here.
+    if state.get('restart'):
+      _LOG.warning(
+        'running episodes restart on resume: the env state is not plain '
+        'data (%s)',
+        state['restart'],
+      )
+    running = state['running']
+    self.continuing = running is not None
+    if running is None:
+      return
+    env_state.restore(self.env, running['envs'])
+    self.obs = np.asarray(running['obs'])
+    self.first = np.asarray(running['first'], bool)
+    self.episode_return = np.asarray(running['episode_return'], np.float64)
+    self.episode_length = np.asarray(running['episode_length'], np.int64)
+
+
+class Collection(NamedTuple):
+  """What `HostEnvs.collect` returns (see there)."""
+
+  rollout: rollout_lib.Rollout
+  core: Any
+  records: list[dict[str, Any]]
+  episode_returns: list[list[float]]
+
+
+class HostEnvs:
+  """k seeds of N gymnasium envs, collected as `Rollout`s `[k, T, N, ...]`.
+
+  Args:
+    env: a gymnasium id, instance or zero-argument factory (`envs`).
+    n_envs: N, envs per seed.
+    seeds: one entry per seed; each seeds that seed's env resets
+      (`np.random.default_rng(seed)`), as `RLTask(seed=...)` does.
+    max_steps: episode-length cap (truncation), or None.
+  """
+
+  def __init__(
+    self,
+    env: envs.EnvLike,
+    n_envs: int,
+    seeds: Sequence[Any],
+    max_steps: int | None = None,
+  ):
+    self._spec = env
+    self._seeds = list(seeds)
+    self._envs = [_SeedEnvs(env, n_envs, s) for s in self._seeds]
+    self._n = n_envs
+    self._max_steps = max_steps
+
+  @property
+  def n_seeds(self) -> int:
+    return len(self._envs)
+
+  @property
+  def observation_space(self) -> gym.Space:
+    return self._envs[0].env.single_observation_space
+
+  @property
+  def action_space(self) -> gym.Space:
+    return self._envs[0].env.single_action_space
+
+  def n_nonfinite(self) -> int:
+    """Collected observations (rows) holding a NaN or an inf, so far."""
+    return sum(e.n_nonfinite for e in self._envs)
+
+  def restart(self) -> None:
+    """Every env resets at the next collection (running episodes end)."""
+    for e in self._envs:
+      e.obs = None
+
+  def reseed(self, seeds: Sequence[Any]) -> None:
+    """Each seed's env resets from `np.random.default_rng(seeds[i])` on."""
+    for e, seed in zip(self._envs, seeds, strict=True):
+      e.rng = np.random.default_rng(seed)
+
+  def set_check_finite(self, check: bool) -> None:
+    for e in self._envs:
+      space = e.env.single_observation_space
+      e.check_finite = check and np.issubdtype(
+        space.dtype or np.uint8, np.floating
+      )
+
+  def collect(
+    self,
+    act: HostAct,
+    core: Any = (),
+    n_steps: int | None = None,
+    n_episodes: int | None = None,
+  ) -> 'Collection':
+    """Steps every seed's envs until the epoch's steps or episodes are in.
+
+    Args:
+      act: the batched policy (`HostAct`).
+      core: the recurrent policy's state before the first step, or ().
+      n_steps: steps per env (epochs counted in env steps); or
+      n_episodes: counted episodes per seed (epochs counted in episodes).
+
+    Returns:
+      A `Collection`: the Rollout (fields `[k, T, N, ...]`, numpy), the
+      core after the last step, one record per seed (`avg_return`,
+      `episode_return_mean`, `n_episodes`, `n_interactions`) and the
+      returns of the counted episodes that ended, per seed.
+    """
+    if (n_steps is None) == (n_episodes is None):
+      raise ValueError('exactly one of n_steps and n_episodes must be given')
+    by_episode = n_episodes is not None
+    for e in self._envs:
+      if by_episode or e.obs is None:
+        e.reset()
+      e.continuing = not by_episode
+    k, n = len(self._envs), self._n
+    counting = np.ones((k, n), bool)
+    started = np.full(k, n)
+    if by_episode:
+      counting[:, n_episodes:] = False
+      started[:] = min(n, n_episodes)
+    finished = np.zeros(k, np.int64)
+    ended_returns: list[list[float]] = [[] for _ in range(k)]
+    steps = []
+    while True:
+      if by_episode and (finished >= n_episodes).all():
+        break
+      if not by_episode and len(steps) >= n_steps:
+        break
+      obs = np.stack([e.obs for e in self._envs])
+      first = np.stack([e.first for e in self._envs])
+      action, info, core = act(obs, first, core)
+      action = np.asarray(action)
+      outs = [
+        e.step(action[s], self._max_steps) for s, e in enumerate(self._envs)
+      ]
+      next_obs, reward, terminated, truncated, ended = (
+        np.stack(x) for x in zip(*outs)
+      )
+      valid = counting.copy()
+      done = terminated | truncated
+      for s, e in enumerate(self._envs):
+        mine = done[s] & counting[s]
+        ended_returns[s].extend(float(r) for r in ended[s][mine])
+        finished[s] += int(mine.sum())
+        if by_episode:
+          for i in np.flatnonzero(done[s] & counting[s]):
+            counting[s, i] = started[s] < n_episodes
+            started[s] += int(counting[s, i])
+        e.n_interactions += int(valid[s].sum())
+      steps.append(
+        rollout_lib.Rollout(
+          observation=obs,
+          action=action,
+          reward=reward,
+          terminated=terminated,
+          truncated=truncated,
+          next_observation=next_obs,
+          agent_info=jax.tree.map(np.asarray, info),
+          episode_return=np.where(valid, ended, 0.0).astype(np.float32),
+          valid=valid,
+        )
+      )
+    length = len(steps)
+    if by_episode:
+      steps += [_invalid_like(steps[-1])] * (pad_steps(length) - length)
+    rollout = _stack_time(steps)
+    records = []
+    for s, e in enumerate(self._envs):
+      e.returns.extend(ended_returns[s])
+      e.n_episodes += len(ended_returns[s])
+      if ended_returns[s]:
+        avg = float(np.mean(ended_returns[s]))
+      else:  # As Trax: the mean return of the envs' slices.
+        valid_rewards = rollout.reward[s] * rollout.valid[s]
+        avg = float(np.mean(valid_rewards.sum(axis=0)))
+      records.append(
+        {
+          'avg_return': avg,
+          'episode_return_mean': (
+            float(np.mean(e.returns)) if e.returns else float('nan')
+          ),
+          'n_episodes': e.n_episodes,
+          'n_trajectories': e.n_episodes,
+          'n_interactions': e.n_interactions,
+        }
+      )
+    return Collection(rollout, core, records, ended_returns)
+
+  def state_dict(self) -> dict[str, Any]:
+    return {'seeds': [e.state_dict() for e in self._envs]}
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    for e, s in zip(self._envs, state['seeds'], strict=True):
+      e.load_state_dict(s)
+
+  def close(self) -> None:
+    for e in self._envs:
+      e.env.close()
+
+
+def _invalid_like(step: rollout_lib.Rollout) -> rollout_lib.Rollout:
+  """A padding step: zeros, not valid."""
+  return jax.tree.map(np.zeros_like, step)
+
+
+def _stack_time(steps: list[rollout_lib.Rollout]) -> rollout_lib.Rollout:
+  """Steps `[k, N, ...]` -> one Rollout `[k, T, N, ...]`."""
+  return jax.tree.map(lambda *xs: np.stack(xs, axis=1), *steps)
+
+
+class GymnasiumSource:
+  """A program's epochs on gymnasium envs: collect on the host, then learn.
+
+  Each epoch steps `HostEnvs` with the program's training policy (one
+  jitted call per step for every seed and env), then runs the program's
+  `train` on the rollout in one jitted call, vmapped over the seeds. The
+  acting keys are each seed's stream folded with the call's index, the
+  learning keys each seed's key split once per epoch; both are part of
+  `state_dict`, with the envs' state.
+
+  Args:
+    env: a gymnasium id, instance or factory.
+    program: the family's program.
+    n_envs: envs per seed.
+    seeds: the seeds' integer seeds (they seed the env resets).
+    keys: one raw key per seed, `[k, 2]` (`[2]` for one seed).
+    max_steps: episode-length cap, or None.
+    n_steps: steps per env and epoch (epochs counted in env steps); or
+    n_episodes: episodes per seed and epoch (epochs counted in episodes).
+    multihost: this process is one of a `jax.distributed` job's: the
+      learner is its row of global arrays (`processes`), `train` runs
+      vmapped over the processes, and this process's envs, acting keys and
+      learning keys are its own (the chief's are a single process's).
+  """
+
+  def __init__(
+    self,
+    env: envs.EnvLike,
+    program: Any,
+    n_envs: int,
+    seeds: Sequence[Any],
+    keys: Any,
+    max_steps: int | None = None,
+    n_steps: int | None = None,
+    n_episodes: int | None = None,
+    multihost: bool = False,
+  ):
+    if (n_steps is None) == (n_episodes is None):
+      raise ValueError('exactly one of n_steps and n_episodes must be given')
+    self._spec = env
+    self._program = program
+    self._seeds = list(seeds)
+    self._n_seeds = len(self._seeds)
+    self._placement = None
+    index = jax.process_index()
+    if multihost:
+      if self._n_seeds != 1:
+        raise ValueError('train_rl.multihost trains one seed: unbind n_seeds')
+      self._placement = processes.sharding()
+      if index:  # The chief's streams stay a single process's.
+        self._seeds = [[s, index] for s in self._seeds]
+        keys = np.asarray(jax.random.fold_in(np.asarray(keys), index))
+    self._n_envs = n_envs
+    self._max_steps = max_steps
+    self._n_steps = n_steps
+    self._n_episodes = n_episodes
+    self._envs = HostEnvs(env, n_envs, self._seeds, max_steps)
+    self._eval_envs = None  # Built on the first evaluation.
+    keys = np.asarray(keys)
+    self._act_keys = np.asarray(
+      jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys.reshape(-1, 2))
+    ).reshape(keys.shape)
+    self._learn_keys = np.asarray(
+      jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys.reshape(-1, 2))
+    ).reshape(keys.shape)
+    self._n_acts = 0
+    self._core = (
+      () if program.initial_core is None else self._initial_core(n_envs)
+    )
+    self._acts: dict[float, Callable] = {}
+    self._view = None  # The jitted `acting_view`, built on first use.
+    over = functools.partial(seed_axis.over_seeds, n_seeds=self._n_seeds)
+    train = over(program.train)
+    if multihost:
+      train = jax.vmap(program.train, axis_name=processes.AXIS)
+    self._train = compile_options.jit(train, donate_argnums=0)
+    self._split = compile_options.jit(over(jax.random.split))
+    self.epochs_per_call = 1
+
+  @property
+  def n_seeds(self) -> int:
+    return self._n_seeds
+
+  @property
+  def program(self) -> Any:
+    return self._program
+
+  @property
+  def n_envs(self) -> int:
+    """Env columns of a rollout (per seed)."""
+    return self._n_envs
+
+  @property
+  def env_spec(self) -> envs.EnvLike:
+    return self._spec
+
+  @property
+  def host_envs(self) -> HostEnvs:
+    return self._envs
+
+  @property
+  def steps_per_epoch(self) -> int | None:
+    """Env steps per epoch and seed, when epochs count steps."""
+    return None if self._n_steps is None else self._n_steps * self._n_envs
+
+  def _initial_core(self, n: int) -> Any:
+    core = self._program.initial_core(n)
+    if self._n_seeds == 1:
+      return core
+    return jax.tree.map(lambda c: np.stack([c] * self._n_seeds), core)
+
+  def place(self, learner: Any) -> Any:
+    """The learner where `train` takes it (its row, across hosts)."""
+    if self._placement is not None:
+      return processes.to_global(learner, self._placement)
+    return seed_axis.place(learner, None)
+
+  def local(self, learner: Any) -> Any:
+    """This process's learner, for the host (the learner itself if alone)."""
+    if self._placement is not None:
+      return processes.local(learner)
+    return learner
+
+  def set_epochs_per_call(self, k: int) -> None:
+    """Epochs per `run_epochs` call (each still collects, then learns)."""
+    self.epochs_per_call = k
+
+  def _act_fn(self, temperature: float) -> Callable:
+    """The jitted policy at `temperature`, every seed at once."""
+    fn = self._acts.get(temperature)
+    if fn is not None:
+      return fn
+    program = self._program
+
+    def one(learner, stream, index, obs, core, first):
+      key = jax.random.fold_in(stream, index)
+      if program.recurrent:
+        return program.act(learner, key, obs, temperature, core, first)
+      action, info = program.act(learner, key, obs, temperature)
+      return action, info, core
+
+    one = seed_axis.over_seeds(
+      one, self._n_seeds, in_axes=(0, 0, None, 0, 0, 0)
+    )
+    fn = self._acts[temperature] = compile_options.jit(one)
+    return fn
+
+  def _host_act(self, learner, temperature, streams, counter):
+    """A `HostAct` of `learner` at `temperature`; counts its calls."""
+    fn = self._act_fn(temperature)
+    squeeze = self._n_seeds == 1
+
+    def act(obs, first, core):
+      if squeeze:
+        obs, first = obs[0], first[0]
+      action, info, core = fn(
+        learner, streams, np.uint32(counter[0]), obs, core, first
+      )
+      counter[0] += 1
+      action, info = jax.device_get((action, info))
+      if squeeze:
+        action, info = jax.tree.map(
+          lambda x: np.asarray(x)[None], (action, info)
+        )
+      return action, info, core
+
+    return act
+
+  def _acting_view(self, learner: Any) -> Any:
+    """What the policy reads of `learner`, once per collection."""
+    learner = self.local(learner)
+    if self._view is None:
+      view = seed_axis.over_seeds(self._program.acting_view, self._n_seeds)
+      self._view = compile_options.jit(view)
+    return self._view(learner)
+
+  def collect(self, learner: Any) -> Collection:
+    """One epoch's rollout with the training policy (temperature 1)."""
+    counter = [self._n_acts]
+    streams = self._act_keys
+    collection = self._envs.collect(
+      self._host_act(self._acting_view(learner), 1.0, streams, counter),
+      self._core,
+      n_steps=self._n_steps,
+      n_episodes=self._n_episodes,
+    )
+    self._n_acts = counter[0]
+    self._core = collection.core
+    return collection
+
+  def example_rollout(self, learner: Any) -> rollout_lib.Rollout:
+    """The shapes and dtypes of one epoch's rollout `[T, N, ...]` (one
+    seed), for compiling `train` ahead of time."""
+    n_steps = self._n_steps or pad_steps(
+      -(-self._n_episodes // self._n_envs) * (self._max_steps or 1)
+    )
+    obs_space = self._envs.observation_space
+    obs = jax.ShapeDtypeStruct(
+      (self._n_envs, *obs_space.shape), obs_space.dtype
+    )
+    one = seed_axis.row(learner, 0, self._n_seeds)
+    view = jax.eval_shape(self._program.acting_view, one)
+    key = jax.ShapeDtypeStruct((2,), np.uint32)
+    if self._program.recurrent:
+      core = jax.eval_shape(lambda: self._program.initial_core(self._n_envs))
+      first = jax.ShapeDtypeStruct((self._n_envs,), bool)
+      action, info, _ = jax.eval_shape(
+        lambda v, k, o, c, f: self._program.act(v, k, o, 1.0, c, f),
+        view,
+        key,
+        obs,
+        core,
+        first,
+      )
+    else:
+      action, info = jax.eval_shape(
+        lambda v, k, o: self._program.act(v, k, o, 1.0), view, key, obs
+      )
+    time = lambda x: jax.ShapeDtypeStruct((n_steps, *x.shape), x.dtype)
+    flag = jax.ShapeDtypeStruct((n_steps, self._n_envs), bool)
+    reward = jax.ShapeDtypeStruct((n_steps, self._n_envs), np.float32)
+    return rollout_lib.Rollout(
+      observation=time(obs),
+      action=time(action),
+      reward=reward,
+      terminated=flag,
+      truncated=flag,
+      next_observation=time(obs),
+      agent_info=jax.tree.map(time, info),
+      episode_return=reward,
+      valid=flag,
+    )
+
+  def compile(self, learner: Any) -> None:
+    """Compiles the epoch's learning for `learner` without running it."""
+    rollout = self.example_rollout(learner)
+    keys = jax.ShapeDtypeStruct(np.shape(self._learn_keys), np.uint32)
+    if self._n_seeds > 1:
+      rollout = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((self._n_seeds, *x.shape), x.dtype),
+        rollout,
+      )
+    self._train.lower(learner, rollout, keys).compile()
+
+  def train(self, learner: Any, rollout: rollout_lib.Rollout):
+    """The program's `train` on a rollout `[k, T, N, ...]` (one seed: k=1)."""
+    if self._n_seeds == 1:
+      rollout = jax.tree.map(lambda x: x[0], rollout)
+    keys = np.asarray(self._split(self._learn_keys))
+    self._learn_keys, learn_key = keys[..., 0, :], keys[..., 1, :]
+    if self._placement is not None:
+      rollout, learn_key = processes.to_global(
+        (rollout, learn_key), self._placement
+      )
+      learner, metrics = self._train(learner, rollout, learn_key)
+      return learner, processes.local(metrics)
+    return self._train(learner, rollout, learn_key)
+
+  def run_epochs(
+    self, learner: Any, n: int
+  ) -> tuple[Any, list[list[dict[str, float]]]]:
+    """n epochs of collect, then learn; one record per epoch and seed."""
+    out = []
+    for _ in range(n):
+      start = time.perf_counter()
+      collection = self.collect(learner)
+      collect_s = time.perf_counter() - start
+      learner, metrics = self.train(learner, collection.rollout)
+      metrics = jax.device_get(metrics)
+      records = []
+      for s, record in enumerate(collection.records):
+        record = dict(record, collect_s=collect_s)
+        for name, value in metrics.items():
+          value = np.asarray(value)
+          record[name] = _scalar(value if self._n_seeds == 1 else value[s])
+        records.append(record)
+      out.append(records)
+    return learner, out
+
+  def evaluate(
+    self,
+    learner: Any,
+    temperature: float,
+    streams: Any,
+    index: int,
+    n_episodes: int,
+    max_steps: int | None,
+  ) -> np.ndarray:
+    """Returns `[k, n_episodes]` of episodes played on separate eval envs.
+
+    Each seed's eval envs reset from their own generator (seed, 1, index),
+    so an evaluation depends on nothing before it (a resumed run evaluates
+    as an uninterrupted one), and act with keys from
+    `fold_in(fold_in(stream, index), call)`.
+    """
+    if self._eval_envs is None:
+      self._eval_envs = HostEnvs(
+        self._spec, self._n_envs, [[s, 1] for s in self._seeds]
+      )
+    self._eval_envs.reseed([[s, 1, index] for s in self._seeds])
+    self._eval_envs._max_steps = max_steps or self._max_steps
+    streams = np.asarray(
+      jax.vmap(jax.random.fold_in, in_axes=(0, None))(
+        np.asarray(streams).reshape(-1, 2), np.uint32(index)
+      )
+    ).reshape(np.shape(streams))
+    core = (
+      ()
+      if self._program.initial_core is None
+      else self._initial_core(self._n_envs)
+    )
+    collection = self._eval_envs.collect(
+      self._host_act(
+        self._acting_view(learner), float(temperature), streams, [0]
+      ),
+      core,
+      n_episodes=n_episodes,
+    )
+    return np.array([r[:n_episodes] for r in collection.episode_returns])
+
+  def n_nonfinite(self) -> int:
+    return self._envs.n_nonfinite()
+
+  def set_check_finite(self, check: bool) -> None:
+    self._envs.set_check_finite(check)
+
+  def state_dict(self) -> dict[str, Any]:
+    return {
+      'envs': self._envs.state_dict(),
+      'act_keys': np.asarray(self._act_keys),
+      'learn_keys': np.asarray(self._learn_keys),
+      'n_acts': self._n_acts,
+      'core': jax.tree.map(np.asarray, jax.device_get(self._core)),
+    }
+
+  def fork(self, epoch: int) -> None:
+    """A process of a job that resumed from the chief's state (it had
+    none of its own): its envs restart from (seed, process index, epoch)
+    and its acting keys fold in the same, so that it collects data of its
+    own, as it did before the restart."""
+    index = jax.process_index()
+    seeds = [s[0] if isinstance(s, list) else s for s in self._seeds]
+    self._envs.reseed([[s, index, epoch] for s in seeds])
+    self._envs.restart()
+    fork = lambda k: jax.random.fold_in(jax.random.fold_in(k, index), epoch)  # noqa: E731
+    self._act_keys = np.asarray(fork(self._act_keys))
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self._envs.load_state_dict(state['envs'])
+    self._act_keys = np.asarray(state['act_keys'])
+    self._learn_keys = np.asarray(state['learn_keys'])
+    self._n_acts = int(state['n_acts'])
+    self._core = checkpoint.unflatten_like(
+      self._core, jax.tree.leaves(state['core']), 'recurrent core'
+    )
+
+  def close(self) -> None:
+    self._envs.close()
+    if self._eval_envs is not None:
+      self._eval_envs.close()
+
+
+def _scalar(x: Any) -> float | int:
+  x = np.asarray(x)
+  return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)

@@ -1,0 +1,642 @@
+"""The Ray source: rollout actors play, the learner observes and learns.
+
+Actors (`Actor`, one per Ray actor) each hold their own envs (a one-seed
+`gymnasium.HostEnvs`), the program, and a CPU copy of what its policy
+reads (`Program.acting_view`) with its version; they never learn. They
+ship rollouts; the learner process feeds them to the same `train` as the
+other sources, keeps the learner, the records and every checkpoint.
+
+- Epoch mode (programs that learn once per epoch: PolicyGradient, the
+  actor-critics, Trax's DQN): an epoch is split into units (`n_envs`
+  episodes, or `chunk_length` steps per env from fresh resets) seeded by
+  (seed, epoch, unit) and gathered in unit order, side by side as one
+  rollout of `units * n_envs` envs: the data does not depend on the number
+  of actors nor on actors dying.
+- Stream mode (programs that learn as experience arrives: the replay
+  value learners, R2D2): actors play chunks of `chunk_length` steps per env
+  continuously, with Ape-X epsilons; each chunk is observed and learned
+  from as it arrives, in its actor's columns of a rollout of
+  `n_actors * n_envs` envs (the others not valid), so every actor's
+  episodes continue in the program's own per-env state. A chunk is asked
+  for only while the program can take it (`Program.can_observe`: the
+  replay's rate limiter), and carries the version of the parameters that
+  played it (`ray/policy_lag`). An epoch waits for every chunk it asked
+  for, so a checkpoint never misses data in flight.
+
+Failure model: an actor that dies loses only its in-flight work; it is
+replaced (at most `max_restarts` times per slot) and the replacement gets
+the latest parameters with its first request. Ray never retries a call: a
+retried call would act with stale parameters.
+"""
+
+import collections
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from trax_rl import compile_options, policies
+from trax_rl.distributed import ray_setup
+from trax_rl.sources import gymnasium as gym_source
+
+# () -> the agent the learner trains (built from the run's gin config).
+AgentFactory = Callable[[], Any]
+
+
+def apex_epsilon(slot: int, n_slots: int, base: float, alpha: float) -> float:
+  """Ape-X's epsilon of actor `slot` of `n_slots` (Horgan et al., 2018)."""
+  return float(policies.apex_epsilons(n_slots, base, alpha)[slot])
+
+
+def unit_seed(seed: int, epoch: int, unit: int) -> list[int]:
+  """The env seed of unit `unit` of epoch `epoch`."""
+  return [seed, epoch, unit]
+
+
+def unit_key(seed: int, epoch: int, unit: int) -> np.ndarray:
+  """The acting key stream of unit `unit` of epoch `epoch`."""
+  key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
+  return np.asarray(jax.random.fold_in(jax.random.fold_in(key, epoch), unit))
+
+
+class Actor:
+  """One actor's program, envs and parameters; plays on request.
+
+  Args:
+    agent_factory: builds the learner's agent (no output_dir).
+    slot: this actor's index (its stream seed and epsilon derive from it).
+    n_slots: the number of actors.
+    epsilon: stream mode: this actor's Ape-X rate; None keeps the agent's.
+    incarnation: how many actors held this slot before (reseeds streams).
+  """
+
+  def __init__(
+    self,
+    agent_factory: AgentFactory,
+    slot: int,
+    n_slots: int = 1,
+    epsilon: float | None = None,
+    incarnation: int = 0,
+  ):
+    agent = agent_factory()
+    if epsilon is not None:
+      agent.act_as_rollout_actor(slot, n_slots, epsilon)
+    self._program = agent.program
+    task = agent.task
+    self._env, self._n_envs = task.env_spec, task.n_envs
+    self._max_steps = task.max_steps
+    self._seed = agent.seed
+    self._slot = slot
+    self._view = None
+    self._version = -1
+    self._stream = gym_source.HostEnvs(
+      self._env,
+      self._n_envs,
+      [[task.seed, 3, slot, incarnation]],
+      self._max_steps,
+    )
+    key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 8)
+    self._stream_key = np.asarray(
+      jax.random.fold_in(jax.random.fold_in(key, slot), incarnation)
+    )
+    self._stream_calls = 0
+    self._core = self._initial_core()
+    program = self._program
+
+    def act(view, stream, index, obs, core, first):
+      key = jax.random.fold_in(stream, index)
+      if program.recurrent:
+        return program.act(view, key, obs, 1.0, core, first)
+      action, info = program.act(view, key, obs, 1.0)
+      return action, info, core
+
+    cpu = jax.local_devices(backend='cpu')[0]
+    self._act = compile_options.jit(act, device=cpu)
+
+  def _initial_core(self) -> Any:
+    if self._program.initial_core is None:
+      return ()
+    return self._program.initial_core(self._n_envs)
+
+  def pid(self) -> int:
+    return os.getpid()
+
+  def fetch(self, ref: Any) -> Any:
+    """Resolves a published parameter reference (identity without Ray)."""
+    return ref
+
+  def _sync(self, version: int, box: list[Any]) -> None:
+    # The box keeps Ray from resolving the reference on every call.
+    if version != self._version:
+      self._view = self.fetch(box[0])
+      self._version = version
+
+  def _host_act(self, stream: np.ndarray, counter: list[int]):
+    def act(obs, first, core):
+      action, info, core = self._act(
+        self._view, stream, np.uint32(counter[0]), obs[0], core, first[0]
+      )
+      counter[0] += 1
+      action, info = jax.device_get((action, info))
+      return jax.tree.map(lambda x: np.asarray(x)[None], (action, info)) + (
+        core,
+      )
+
+    return act
+
+  def play_unit(
+    self,
+    version: int,
+    box: list[Any],
+    epoch: int,
+    unit: int,
+    n_episodes: int | None,
+    n_steps: int | None,
+  ) -> tuple[Any, dict[str, Any], int]:
+    """Plays one unit from fresh envs seeded by (seed, epoch, unit).
+
+    Returns:
+      (its Rollout `[T, N, ...]`, its collection stats, the version).
+    """
+    self._sync(version, box)
+    envs = gym_source.HostEnvs(
+      self._env,
+      self._n_envs,
+      [unit_seed(self._seed, epoch, unit)],
+      self._max_steps,
+    )
+    try:
+      collection = envs.collect(
+        self._host_act(unit_key(self._seed, epoch, unit), [0]),
+        self._initial_core(),
+        n_steps=n_steps,
+        n_episodes=n_episodes,
+      )
+    finally:
+      envs.close()
+    return _first_seed(collection), version
+
+  def play_chunk(
+    self, version: int, box: list[Any], n_steps: int
+  ) -> tuple[Any, dict[str, Any], int]:
+    """Plays `n_steps` more steps per env; episodes run on across chunks."""
+    self._sync(version, box)
+    counter = [self._stream_calls]
+    collection = self._stream.collect(
+      self._host_act(self._stream_key, counter), self._core, n_steps=n_steps
+    )
+    self._stream_calls = counter[0]
+    self._core = collection.core
+    return _first_seed(collection), version
+
+
+def _first_seed(collection: gym_source.Collection):
+  """A one-seed collection's rollout `[T, N]` and stats."""
+  rollout = jax.tree.map(lambda x: x[0], collection.rollout)
+  stats = dict(collection.records[0], returns=collection.episode_returns[0])
+  return rollout, stats
+
+
+class RayActor(Actor):
+  """An Actor whose parameters arrive as Ray object references."""
+
+  def fetch(self, ref: Any) -> Any:
+    import ray  # noqa: PLC0415 (runs only inside a Ray actor)
+
+    return ray.get(ref)
+
+
+def pad_rollouts(parts: list[Any], n_steps: int | None = None) -> Any:
+  """Rollouts `[T_i, N_i]` side by side: `[T, sum N_i]`, padded invalid."""
+  length = n_steps or max(p.reward.shape[0] for p in parts)
+
+  def pad(x):
+    out = np.zeros((length, *x.shape[1:]), x.dtype)
+    out[: x.shape[0]] = x
+    return out
+
+  padded = [jax.tree.map(pad, p) for p in parts]
+  return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *padded)
+
+
+def update_count(learner: Any) -> int:
+  """Updates the learner made so far: its train states' largest step."""
+  from trax_rl.supervised import train_state  # noqa: PLC0415
+
+  is_state = lambda x: isinstance(x, train_state.TrainState)  # noqa: E731
+  steps = [
+    int(np.max(np.asarray(s.step)))
+    for s in jax.tree.leaves(learner, is_leaf=is_state)
+    if is_state(s)
+  ]
+  return max(steps, default=0)
+
+
+# Learner metrics of a stream epoch added up over its chunks; the others
+# are averaged (losses) or, for counters, the last chunk's.
+_SUMMED = ('n_updates', 'learner_calls', 'new_items')
+
+
+class RaySource:
+  """A program's epochs from rollout actors (see the module docstring).
+
+  Args:
+    settings: the `RayCollector` (its knobs: actors, chunks, Ape-X ...).
+    agent_factory: builds the agent on each actor.
+    program: the learner's program, built for `n_columns` envs.
+    local: a one-seed `GymnasiumSource` of the same program: the learning
+      keys, the jitted `train` and the evaluations.
+    seed: the agent's seed (units' seeds and keys derive from it).
+    n_envs: envs per actor (and per unit).
+    n_interactions: env steps per epoch, or
+    n_episodes: episodes per epoch (epoch mode only).
+    stream: stream mode (the program learns from each chunk).
+    n_columns: env columns of the learner's rollouts (`program`'s n_envs).
+  """
+
+  def __init__(
+    self,
+    settings: Any,
+    agent_factory: AgentFactory,
+    program: Any,
+    local: gym_source.GymnasiumSource,
+    seed: int,
+    n_envs: int,
+    n_interactions: int | None,
+    n_episodes: int | None,
+    stream: bool,
+    n_columns: int,
+  ):
+    if stream and n_interactions is None:
+      raise ValueError(
+        'this agent learns from a stream of rollout chunks: set '
+        'n_interactions_per_epoch, not n_trajectories_per_epoch'
+      )
+    self._settings = settings
+    self._factory = agent_factory
+    self._program = program
+    self._columns = n_columns
+    self._local = local
+    self._seed = seed
+    self._n_envs = n_envs
+    self._n_interactions = n_interactions
+    self._n_episodes = n_episodes
+    self._stream = stream
+    self._epoch = 0
+    self._returns = collections.deque(maxlen=gym_source.WINDOW)
+    self._n_episodes_done = 0
+    self._n_steps_done = 0
+    self._version = -1
+    self._box: list[Any] = []
+    self._ray = None
+    self._started_ray = False
+    self._actors: list[Any] = []
+    self._incarnations: list[int] = []
+    self._last_death = ''
+    self._view_fn = compile_options.jit(program.acting_view)
+    self._can_observe = (
+      None
+      if program.can_observe is None
+      else compile_options.jit(program.can_observe, static_argnums=1)
+    )
+    self.epochs_per_call = 1
+    # Called with the index (in its epoch) of every unit or chunk gathered;
+    # tests kill actors from here.
+    self.on_work_done: Callable[[int], None] | None = None
+
+  @property
+  def n_seeds(self) -> int:
+    return 1
+
+  @property
+  def program(self) -> Any:
+    return self._program
+
+  @property
+  def n_envs(self) -> int:
+    """Env columns of the learner's rollouts (every actor's or unit's)."""
+    return self._columns
+
+  @property
+  def steps_per_epoch(self) -> int | None:
+    return self._n_interactions
+
+  @property
+  def restarts(self) -> int:
+    return sum(self._incarnations)
+
+  def actor_pids(self) -> list[int]:
+    return self._ray.get([a.pid.remote() for a in self._actors])
+
+  def place(self, learner: Any) -> Any:
+    return self._local.place(learner)
+
+  def set_epochs_per_call(self, k: int) -> None:
+    self.epochs_per_call = k
+
+  # Actors.
+  def _start(self) -> None:
+    if self._ray is not None:
+      return
+    s = self._settings
+    self._started_ray = ray_setup.init_ray(s.address, s.local_cpus)
+    self._ray = ray_setup.import_ray(s.address)
+    self._remote = self._ray.remote(
+      num_cpus=s.actor_cpus, max_restarts=0, max_task_retries=0
+    )(RayActor)
+    self._incarnations = [0] * s.n_actors
+    self._actors = [self._spawn(slot) for slot in range(s.n_actors)]
+
+  def _spawn(self, slot: int) -> Any:
+    # Across hosts each learner process drives its own actors: their slots
+    # (stream seeds, Ape-X epsilons) count over every process's actors.
+    s = self._settings
+    n_slots = jax.process_count() * s.n_actors
+    global_slot = jax.process_index() * s.n_actors + slot
+    epsilon = (
+      apex_epsilon(global_slot, n_slots, s.apex_epsilon, s.apex_alpha)
+      if self._stream
+      else None
+    )
+    return self._remote.remote(
+      self._factory, global_slot, n_slots, epsilon, self._incarnations[slot]
+    )
+
+  def _replace(self, slot: int) -> None:
+    self._ray.kill(self._actors[slot], no_restart=True)
+    if self._incarnations[slot] >= self._settings.max_restarts:
+      raise RuntimeError(
+        f'rollout actor {slot} died more than max_restarts='
+        f'{self._settings.max_restarts} times; last: {self._last_death}'
+      )
+    self._incarnations[slot] += 1
+    self._actors[slot] = self._spawn(slot)
+
+  def close(self) -> None:
+    self._local.close()
+    if self._ray is None:
+      return
+    for actor in self._actors:
+      self._ray.kill(actor, no_restart=True)
+    self._actors = []
+    if self._started_ray:
+      self._ray.shutdown()
+    self._ray = None
+
+  def local(self, learner: Any) -> Any:
+    return self._local.local(learner)
+
+  def _publish(self, learner: Any, version: int) -> None:
+    view = jax.device_get(self._view_fn(self.local(learner)))
+    self._box = [self._ray.put(view)]
+    self._version = version
+
+  def _wait(self, refs: list[Any]) -> list[Any]:
+    timeout = self._settings.timeout_s
+    ready, _ = self._ray.wait(refs, num_returns=1, timeout=timeout)
+    if not ready:
+      raise TimeoutError(
+        f'no rollout actor answered within timeout_s={timeout}'
+      )
+    return ready
+
+  def _fetch(self, ref: Any) -> Any:
+    """The work of `ref`; None if its actor died."""
+    try:
+      return self._ray.get(ref)
+    except self._ray.exceptions.RayActorError as e:
+      self._last_death = str(e).strip().splitlines()[-1][:300]
+      return None
+
+  # Epochs.
+  def run_epochs(self, learner: Any, n: int):
+    self._start()
+    out = []
+    for _ in range(n):
+      start = time.perf_counter()
+      restarts = self.restarts
+      if self._stream:
+        learner, record = self._stream_epoch(learner)
+      else:
+        learner, record = self._unit_epoch(learner)
+      record['ray/restarts'] = float(self.restarts - restarts)
+      record['ray/actors'] = float(self._settings.n_actors)
+      record['collect_s'] = time.perf_counter() - start
+      self._epoch += 1
+      out.append([record])
+    return learner, out
+
+  def _units(self) -> list[tuple[int | None, int | None]]:
+    """(n_episodes, n_steps per env) of each unit of an epoch."""
+    if self._n_episodes is not None:
+      total, size = self._n_episodes, self._n_envs
+      return [(min(size, total - s), None) for s in range(0, total, size)]
+    per_env = self._settings.chunk_length
+    total = -(-self._n_interactions // self._n_envs)
+    return [(None, min(per_env, total - s)) for s in range(0, total, per_env)]
+
+  def _unit_epoch(self, learner: Any):
+    self._publish(learner, self._epoch)
+    units = self._units()
+    pending = collections.deque(range(len(units)))
+    done: dict[int, Any] = {}
+    in_flight: dict[Any, tuple[int, int]] = {}  # ref -> (slot, unit)
+    limit = self._settings.max_in_flight
+    while len(done) < len(units):
+      for slot, actor in enumerate(self._actors):
+        busy = sum(s == slot for s, _ in in_flight.values())
+        for _ in range(min(limit - busy, len(pending))):
+          unit = pending.popleft()
+          # Each learner process plays units of its own (seeds differ).
+          unit_id = jax.process_index() * len(units) + unit
+          ref = actor.play_unit.remote(
+            self._version, self._box, self._epoch, unit_id, *units[unit]
+          )
+          in_flight[ref] = (slot, unit)
+      for ref in self._wait(list(in_flight)):
+        slot, unit = in_flight.pop(ref)
+        work = self._fetch(ref)
+        if work is None:
+          lost = [unit] + [u for s, u in in_flight.values() if s == slot]
+          for r in [r for r, (s, _) in in_flight.items() if s == slot]:
+            del in_flight[r]
+          pending.extendleft(sorted(lost, reverse=True))
+          self._replace(slot)
+          continue
+        done[unit] = work
+        if self.on_work_done is not None:
+          self.on_work_done(unit)
+    works = [done[u] for u in range(len(units))]
+    n_steps = None
+    if self._n_episodes is not None:
+      longest = max(w[0][0].reward.shape[0] for w in works)
+      n_steps = gym_source.pad_steps(longest)
+    rollout = pad_rollouts([w[0][0] for w in works], n_steps)
+    learner, metrics = self._local.train(learner, _with_seed_axis(rollout))
+    record = self._stats([w[0][1] for w in works], rollout)
+    record.update(_host(metrics))
+    return learner, record
+
+  def _stats(self, stats: list[dict[str, Any]], rollouts: Any) -> dict:
+    """The epoch's collection record, from its units' or chunks' stats."""
+    returns = [r for s in stats for r in s['returns']]
+    self._returns.extend(returns)
+    self._n_episodes_done += len(returns)
+    steps = int(np.sum(rollouts.valid)) if rollouts is not None else 0
+    self._n_steps_done += steps
+    if returns:
+      avg = float(np.mean(returns))
+    else:  # As Trax: the mean return of the slices.
+      avg = float(np.mean([s['avg_return'] for s in stats])) if stats else 0.0
+    return {
+      'avg_return': avg,
+      'episode_return_mean': (
+        float(np.mean(self._returns)) if self._returns else float('nan')
+      ),
+      'n_episodes': self._n_episodes_done,
+      'n_trajectories': self._n_episodes_done,
+      'n_interactions': self._n_steps_done,
+    }
+
+  def _request(self, learner: Any, in_flight: dict, issued: int) -> int:
+    """Asks actors for chunks while credits last; returns steps issued."""
+    s = self._settings
+    per_chunk = s.chunk_length * self._n_envs
+    # Across hosts the tables are limited as one: one chunk is always
+    # welcome where none is in flight.
+    always_one = jax.process_count() > 1
+    for slot, actor in enumerate(self._actors):
+      busy = sum(x == slot for x in in_flight.values())
+      while (
+        busy < s.max_in_flight
+        and issued < self._n_interactions
+        and (
+          self._can_take(learner, (len(in_flight) + 1) * per_chunk)
+          or (always_one and not in_flight)
+        )
+      ):
+        ref = actor.play_chunk.remote(self._version, self._box, s.chunk_length)
+        in_flight[ref], busy, issued = slot, busy + 1, issued + per_chunk
+    if not in_flight and issued < self._n_interactions:
+      raise ValueError(
+        f'the learner cannot take a chunk of {per_chunk} steps (its replay '
+        'rate limiter admits fewer at once): lower RayCollector.chunk_length '
+        'or raise n_interactions_per_epoch'
+      )
+    return issued
+
+  def _can_take(self, learner: Any, n_steps: int) -> bool:
+    if self._can_observe is None:
+      return True
+    return bool(self._can_observe(self.local(learner), n_steps))
+
+  def _stream_epoch(self, learner: Any):
+    s = self._settings
+    n_updates = update_count(self.local(learner))
+    if self._version < 0 or n_updates - self._version >= s.publish_every:
+      self._publish(learner, n_updates)
+    per_chunk = s.chunk_length * self._n_envs
+    issued, lags, lost, stats, metrics = 0, [], 0, [], []
+    steps = 0
+    in_flight: dict[Any, int] = {}  # ref -> slot
+    while True:
+      issued = self._request(learner, in_flight, issued)
+      if not in_flight:
+        break
+      for ref in self._wait(list(in_flight)):
+        slot = in_flight.pop(ref)
+        work = self._fetch(ref)
+        if work is None:  # Its in-flight chunks are lost; play them again.
+          dead = [r for r, x in in_flight.items() if x == slot]
+          for r in dead:
+            del in_flight[r]
+          lost += 1 + len(dead)
+          issued -= (1 + len(dead)) * per_chunk
+          self._replace(slot)
+          continue
+        (rollout, chunk_stats), version = work
+        global_slot = jax.process_index() * s.n_actors + slot
+        rollout = self._in_columns(rollout, global_slot % s.n_actors)
+        lags.append(update_count(self.local(learner)) - version)
+        learner, m = self._local.train(learner, _with_seed_axis(rollout))
+        metrics.append(m)
+        stats.append(chunk_stats)
+        steps += int(np.sum(rollout.valid))
+        n_updates = update_count(self.local(learner))
+        if n_updates - self._version >= s.publish_every:
+          self._publish(learner, n_updates)
+        if self.on_work_done is not None:
+          self.on_work_done(len(stats) - 1)
+    record = self._stats(stats, None)
+    self._n_steps_done += steps
+    record['n_interactions'] = self._n_steps_done
+    record.update(_combine([_host(m) for m in metrics]))
+    record.update(
+      {
+        'ray/chunks': float(len(stats)),
+        'ray/lost_chunks': float(lost),
+        'ray/policy_lag': float(np.mean(lags)) if lags else 0.0,
+        'ray/policy_lag_max': float(np.max(lags)) if lags else 0.0,
+      }
+    )
+    return learner, record
+
+  def _in_columns(self, rollout: Any, slot: int) -> Any:
+    """An actor's chunk `[T, n_envs]` in its columns of `[T, A * n_envs]`."""
+    n_actors = self._settings.n_actors
+
+    def place(x):
+      out = np.zeros((x.shape[0], n_actors * x.shape[1], *x.shape[2:]), x.dtype)
+      out[:, slot * x.shape[1] : (slot + 1) * x.shape[1]] = x
+      return out
+
+    return jax.tree.map(place, rollout)
+
+  def evaluate(self, learner, temperature, streams, index, n_episodes, steps):
+    return self._local.evaluate(
+      learner, temperature, streams, index, n_episodes, steps
+    )
+
+  def state_dict(self) -> dict[str, Any]:
+    return {
+      'local': self._local.state_dict(),
+      'epoch': self._epoch,
+      'returns': list(self._returns),
+      'n_episodes': self._n_episodes_done,
+      'n_interactions': self._n_steps_done,
+    }
+
+  def load_state_dict(self, state: dict[str, Any]) -> None:
+    self._local.load_state_dict(state['local'])
+    self._epoch = int(state['epoch'])
+    self._returns.clear()
+    self._returns.extend(float(r) for r in state['returns'])
+    self._n_episodes_done = int(state['n_episodes'])
+    self._n_steps_done = int(state['n_interactions'])
+
+
+def _with_seed_axis(rollout: Any) -> Any:
+  return jax.tree.map(lambda x: np.asarray(x)[None], rollout)
+
+
+def _host(metrics: Any) -> dict[str, Any]:
+  return {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
+
+
+def _combine(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+  """A stream epoch's learner metrics from its chunks' (see `_SUMMED`)."""
+  if not chunks:
+    return {}
+  out = {}
+  for name in chunks[0]:
+    values = [c[name] for c in chunks]
+    if name.endswith(_SUMMED):
+      out[name] = sum(values)
+    elif isinstance(values[-1], int):
+      out[name] = values[-1]
+    else:
+      out[name] = float(np.nanmean(values))
+  return out
