@@ -27,6 +27,7 @@ from trax_rl.agents import (
   value_agents,
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
+from trax_rl.algorithms import pqn
 from trax_rl.distributed import ray_collector
 from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
@@ -133,6 +134,7 @@ _register(
   actor_critic.AWRJoint,
 )
 # PQN: parallelised Q-learning, one program module.
+_register(program_agent.agent_class(pqn.PQN))
 
 # Where experience comes from. Ray itself is imported only when a
 # RayCollector starts.
