@@ -74,18 +74,13 @@ def _build(config: str, seed: int, gymnasium: bool, extra=()):
 
 def _greedy(agent, index=0):
   """(greedy policy, learner of seed `index`, initial core) on the device."""
-  if hasattr(agent, 'program'):  # A program agent.
-    program = agent.program
-    learner = agent.runner.learner_of(index)
-    return program.policy(0.0), learner, program.initial_core
-  program = agent.device_program()
-  return program.greedy, agent.device_learner(), program.initial_core
+  program = agent.program
+  learner = agent.runner.learner_of(index)
+  return program.policy(0.0), learner, program.initial_core
 
 
 def _sgd_steps(agent, index=0) -> int:
-  if hasattr(agent, 'program'):
-    return int(agent.runner.learner_of(index).train.step)
-  return int(agent.trainer.step)
+  return int(agent.runner.learner_of(index).train.step)
 
 
 def _evaluate(agent, episodes: int, seed: int, index: int = 0) -> list[float]:

@@ -77,16 +77,14 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
     output_dir=None, callbacks=[lambda agent, record: records.append(record)]
   )
   wall = time.perf_counter() - start
-  agents = result.agents if n_seeds > 1 else [result]
-  runner = result.runner if n_seeds > 1 else result.device_runner()
-  program = agents[0].device_program()
-  task = agents[0].task
+  source = result.runner.source
+  program, task = result.program, result.task
   evals = []
-  for i, agent in enumerate(agents):
+  for i in range(n_seeds):
     returns = jax.jit(evaluate.evaluate, static_argnums=(0, 1, 4, 5))(
       task.jax_env,
-      program.greedy,
-      agent.device_learner(),
+      program.policy(0.0),
+      result.runner.learner_of(i),
       jax.random.PRNGKey(1000 + i),
       eval_episodes,
       task.max_steps or 1000,
@@ -95,7 +93,7 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
   steps = records[-1]['n_interactions'] * n_seeds
   # The records' epoch_s share each call's wall, the first call's compile
   # (`compile_s`) included.
-  run_s = sum(r['epoch_s'] for r in records) - runner.compile_s
+  run_s = sum(r['epoch_s'] for r in records) - source.compile_s
   # Steady state: the calls after the first (whose run also warms up), as
   # PureJaxRL's `second_call_run_s` is its run after a first call.
   later = records[per_call:]
@@ -111,7 +109,7 @@ def train(config, bindings=(), n_seeds=1, eval_episodes=20, per_call=1):
     'env_steps_total': steps,
     'wall_s_incl_build_compile': round(wall, 2),
     'epochs_per_call': per_call,
-    'compile_s': round(runner.compile_s, 2),
+    'compile_s': round(source.compile_s, 2),
     'epochs_run_s': round(run_s, 2),
     'env_steps_per_s': round(steps / run_s),
     'env_steps_per_s_after_first_call': steady and round(steady),

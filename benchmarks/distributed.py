@@ -26,11 +26,15 @@ import time
 
 import numpy as np
 
-from trax_rl import compile_cache, configurables
+from trax_rl import compile_cache, configurables, evaluation
 from trax_rl.distributed import ray_collector, ray_setup
 
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')
+
+
+def _updates(agent) -> int:
+  return int(agent.learner.train.step)
 
 
 def run(config: str, bindings: list[str], n_actors: int, args) -> dict:
@@ -50,30 +54,32 @@ def run(config: str, bindings: list[str], n_actors: int, args) -> dict:
     )
     # Actors rebuild the agent from the same gin text and bindings.
     text = '\n'.join([open(config).read(), *bindings])
-    collector.set_agent_factory(
-      functools.partial(configurables.build_agent, text)
+    agent.set_collector(
+      collector, functools.partial(configurables.build_agent, text)
     )
-    agent.set_collector(collector)
   lags, reached, eval_s = [], None, 0.0
-  agent.run(1)  # Warm-up: compiles, actor start-up.
-  steps0, updates0 = agent.task.n_interactions(), agent.n_updates()
+  counts = []  # n_interactions after each epoch.
+  agent.run(1, callbacks=[lambda a, r: counts.append(r['n_interactions'])])
+  steps0, updates0 = counts[-1], _updates(agent)  # After the warm-up.
   start = time.perf_counter()
   for _ in range(args.epochs):
-    agent.run(1, callbacks=[lambda a, r: lags.append(r.get('ray/policy_lag'))])
+    agent.run(
+      1,
+      callbacks=[
+        lambda a, r: lags.append(r.get('ray/policy_lag')),
+        lambda a, r: counts.append(r['n_interactions']),
+      ],
+    )
     if args.target is not None:
       t0 = time.perf_counter()
-      value = agent.task.collect_trajectories(
-        agent.make_policy(0.0, evaluation=True),
-        n_trajectories=args.eval_episodes,
-        only_eval=True,
-      )
+      value = evaluation.evaluate(agent, args.eval_episodes)['return']['mean']
       eval_s += time.perf_counter() - t0
       if value >= args.target:
         reached = time.perf_counter() - start - eval_s
         break
   wall = time.perf_counter() - start - eval_s
-  steps = agent.task.n_interactions() - steps0
-  updates = agent.n_updates() - updates0
+  steps = counts[-1] - steps0
+  updates = _updates(agent) - updates0
   agent.close()
   return {
     'config': config,

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from trax_rl import compile_cache, configurables
+from trax_rl import compile_cache, configurables, evaluation
 
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')
@@ -31,11 +31,7 @@ os.environ.setdefault(compile_cache.ENV_VAR, 'off')
 
 def evaluate(agent, episodes: int) -> float:
   """Mean return of `episodes` greedy episodes on the eval env."""
-  return agent.task.collect_trajectories(
-    agent.make_policy(0.0, evaluation=True),
-    n_trajectories=episodes,
-    only_eval=True,
-  )
+  return evaluation.evaluate(agent, episodes)['return']['mean']
 
 
 def run_seed(config: str, bindings: list[str], seed: int, args) -> dict:

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from trax_rl import compile_cache, configurables
+from trax_rl import compile_cache, configurables, evaluation
 
 # Compiles are timed cold unless TRAX_RL_COMPILATION_CACHE names a folder.
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')
@@ -54,11 +54,7 @@ def run_seed(args, seed: int) -> dict:
       and epoch % args.every
     ):
       return
-    greedy = agent.task.collect_trajectories(
-      agent.make_policy(0.0, evaluation=True),
-      n_trajectories=args.episodes,
-      only_eval=True,
-    )
+    greedy = evaluation.evaluate(agent, args.episodes)['return']['mean']
     best = greedy if best is None else max(best, greedy)
     if args.verbose:
       print(

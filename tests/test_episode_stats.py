@@ -2,32 +2,11 @@
 
 import functools
 import json
-import math
 
-import pytest
-
-from trax_rl import cli, episode_stats, metrics, task
+from trax_rl import cli, metrics, task
 from trax_rl.agents import policy_agents
 from trax_rl.networks import models
 from trax_rl.testing import fake_envs
-
-
-def test_window_mean_and_count():
-  stats = episode_stats.EpisodeStats(window=3)
-  assert math.isnan(stats.return_mean) and stats.n_episodes == 0
-  stats.add([1.0, 2.0])
-  assert stats.return_mean == 1.5
-  stats.add([3.0, 10.0])  # 1.0 leaves the window.
-  assert stats.return_mean == 5.0 and stats.n_episodes == 4
-  restored = episode_stats.EpisodeStats(window=3)
-  restored.load_state_dict(stats.state_dict())
-  assert restored.record() == {'episode_return_mean': 5.0, 'n_episodes': 4}
-
-
-@pytest.mark.parametrize('window', [0, 1.5, True])
-def test_bad_window(window):
-  with pytest.raises(ValueError, match='window must be'):
-    episode_stats.EpisodeStats(window)
 
 
 def _agent(output_dir):

@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     commands[args.command](args)
   except RuntimeError as e:
-    from trax_rl.agents import nonfinite  # Loaded already: it raised.
+    from trax_rl.run import nonfinite  # Loaded already: it raised.
 
     if args.debug or not isinstance(e, nonfinite.NonFiniteError):
       raise

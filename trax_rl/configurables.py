@@ -25,11 +25,11 @@ from trax_rl import (
   validation,
 )
 from trax_rl.agents import (
-  checkpointing,
   program_agent,
   restoring,
 )
 from trax_rl.distributed import multihost as multihost_lib
+from trax_rl.run import runner as runner_lib
 
 CONFIG_FILE = 'config.gin'
 _LOG = logging.getLogger(__name__)
@@ -351,7 +351,7 @@ def _after_first_epoch(
     # when the config changed on purpose.
     if (
       output_dir is not None
-      and checkpointing.writes_outputs()
+      and runner_lib.writes_outputs()
       and (changed or not (epath.Path(output_dir) / CONFIG_FILE).exists())
     ):
       write_operative_config(output_dir)

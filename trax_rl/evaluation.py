@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
+import jax
 import numpy as np
 
 from trax_rl import envs, validation
 from trax_rl.agents import program_agent
+from trax_rl.sources import host_envs
 
 VIDEO_SUFFIXES = ('.mp4', '.gif')
 
@@ -63,18 +65,30 @@ def evaluate(
   """
   validation.check_count('n_episodes', n_episodes, 1)
   temperature = check_temperature(temperature)
-  result = agent.task.collect(
-    agent.make_policy(temperature, evaluation=True),
-    n_trajectories=n_episodes,
-    only_eval=True,
+  task = agent.task
+  policy = agent.make_policy(temperature, evaluation=True)
+
+  def act(obs, first, core):
+    action, info = policy(obs[0], first[0])
+    return np.asarray(action)[None], jax.tree.map(lambda x: x[None], info), core
+
+  # Eval envs of their own, reset from (seed, 1) as the runner's.
+  eval_envs = host_envs.HostEnvs(
+    task.env_spec, task.n_envs, [[task.seed, 1]], task.max_steps
   )
+  try:
+    result = eval_envs.collect(act, n_episodes=n_episodes)
+  finally:
+    eval_envs.close()
+  returns = result.episode_returns[0][:n_episodes]
+  lengths = result.episode_lengths[0][:n_episodes]
   return {
     'episodes': n_episodes,
     'temperature': temperature,
-    'returns': result.episode_returns,
-    'lengths': result.episode_lengths,
-    'return': statistics(result.episode_returns),
-    'length': statistics(result.episode_lengths),
+    'returns': returns,
+    'lengths': lengths,
+    'return': statistics(returns),
+    'length': statistics(lengths),
   }
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 
-from trax_rl import advantages, task, trajectory, types
+from trax_rl import advantages, evaluation, task, trajectory, types
 from trax_rl.agents import value_agents
 from trax_rl.losses import n_step_value
 from trax_rl.networks import base as networks_base
@@ -332,13 +332,7 @@ def test_learns_cartpole():
   evals = []
   for _ in range(6):
     agent.run(4)
-    evals.append(
-      t.collect_trajectories(
-        agent.make_policy(0.0, evaluation=True),
-        n_trajectories=8,
-        only_eval=True,
-      )
-    )
+    evals.append(evaluation.evaluate(agent, 8)['return']['mean'])
   assert max(evals) >= 150, evals
 
 

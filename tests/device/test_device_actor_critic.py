@@ -10,8 +10,8 @@ import pytest
 from trax_rl import advantages, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl.agents.actor_critic import algorithms
-from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.algorithms import actor_critic as ac_program
+from trax_rl.algorithms.layouts import data as data_lib
 from trax_rl.device import rollout
 from trax_rl.networks import models
 from trax_rl.sources import device as device_source

@@ -14,9 +14,10 @@ import trax_rl
 from trax_rl import api, checkpoint, cli, configurables, jax_envs
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import expert_iteration, nonfinite, policy_agents
+from trax_rl.agents import expert_iteration, policy_agents
 from trax_rl.device import batches, evaluate, rollout
 from trax_rl.networks import models
+from trax_rl.run import nonfinite
 
 MLP = functools.partial(models.MLP, layer_widths=(32,), activation='tanh')
 
@@ -184,9 +185,8 @@ def test_trajectory_epochs_and_expert_iteration_say_what_to_do():
   with pytest.raises(ValueError, match='set n_interactions_per_epoch'):
     _pg(n_interactions=None, n_trajectories_per_epoch=4).run(1)
   task = task_lib.RLTask('gymnax:CartPole-v1', initial_trajectories=0)
-  agent = expert_iteration.ExpertIteration(task, n_interactions_per_epoch=8)
   with pytest.raises(ValueError, match='whole episodes'):
-    agent.run(1)
+    expert_iteration.ExpertIteration(task, n_interactions_per_epoch=8).run(1)
 
 
 PG_GIN = """
@@ -420,7 +420,9 @@ def test_seed_batch_nonfinite_guard(tmp_path, caplog):
     tmp_path / 'off', 3, 2, *blow_up, "train_rl.on_nonfinite = 'off'"
   )
   assert off.current_epoch == 3
-  assert jax.tree.leaves(off.runner.learner.health) == []
+  # Nothing is read or told: the two warnings above are all there are.
+  told = [r.message for r in caplog.records if 'non-finite' in r.message]
+  assert len(told) == 2
 
 
 def test_records_and_the_progress_bar_name_each_epoch_of_a_call(

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from trax_rl import batching, lr_schedules
+from trax_rl import lr_schedules
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import value_agents
@@ -73,11 +73,34 @@ def _host_slices(epochs, length, margin):
           if done:
             break
         data = traj.to_np(margin, GAMMA)
-        for start in range(batching.n_slices(traj, length, margin, False)):
-          one = batching.map_fields(lambda x, s=start: x[s : s + length], data)
-          batch = batching.stack_padded([one], length)
-          out.append(batching.map_fields(lambda x: x[0, :length], batch))
+        # Trax's slices: starts 0 .. T + m - L, rows past the end padding.
+        for start in range(max(1, len(traj) + margin - length)):
+          one = _map_fields(lambda x, s=start: x[s : s + length], data)
+          n = len(one.observation)
+          padded = _map_fields(lambda x: _pad(x, length), one)
+          done = padded.done.copy()
+          done[n:] = True  # Padding is not a step: done, mask 0.
+          out.append(padded._replace(done=done))
   return out
+
+
+def _pad(x, length):
+  out = np.zeros((length,) + x.shape[1:], x.dtype)
+  out[: len(x)] = x
+  return out
+
+
+def _map_fields(fn, batch):
+  def apply(x):
+    if x is None:
+      return None
+    if isinstance(x, dict):
+      return {k: apply(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+      return type(x)(*[apply(v) for v in x])
+    return fn(np.asarray(x))
+
+  return trajectory_lib.TimeStepBatch(*[apply(v) for v in batch])
 
 
 def _canonical(batch_rows):

@@ -168,7 +168,10 @@ def test_stream_mode_credits_lag_and_a_dead_actor(cluster):
   assert [r['ray/chunks'] for r in records] == [4.0, 4.0, 4.0]
   assert int(agent.learner.train.step) > 0
   assert all(r['ray/policy_lag'] >= 0 for r in records)
-  assert records[-1]['ray/policy_lag_max'] > 0  # Chunks came from old params.
+  # Some chunks came from old params: in epoch 1, before the limiter
+  # holds inserts back, both actors play at once (later epochs may take
+  # one chunk at a time, each with the newest params).
+  assert max(r['ray/policy_lag_max'] for r in records) > 0
 
 
 def test_a_killed_learner_resumes_with_its_replay(cluster, tmp_path):
@@ -243,25 +246,14 @@ for name, config in json.loads(sys.argv[4]).items():
   agent = configurables.train_rl(
       n_epochs=2, multihost=True, coordinator_address=f'127.0.0.1:{port}',
       num_processes=2, process_id=process_id)
-  if hasattr(agent, 'program'):  # A program agent.
-    learner = agent.learner
-    data = agent.runner.source._local.collect(agent.runner.learner).rollout
-    out[name] = {
-        'step': int(learner.train.step),
-        'devices': jax.process_count(),
-        'params': [np.asarray(x).ravel().tolist()
-                   for x in jax.tree.leaves(learner.train.params)],
-        'observations': np.asarray(data.observation).tolist(),
-    }
-    continue
-  trainer = agent.loop.trainer if hasattr(agent, 'loop') else agent.trainer
-  last = agent.task.trajectories[max(agent.task.trajectories)]
+  learner = agent.learner
+  data = agent.runner.source._local.collect(agent.runner.learner).rollout
   out[name] = {
-      'step': trainer.step,
-      'devices': trainer.n_devices,
+      'step': int(learner.train.step),
+      'devices': jax.process_count(),
       'params': [np.asarray(x).ravel().tolist()
-                 for x in jax.tree.leaves(trainer.params)],
-      'observations': [t.to_np().observation.tolist() for t in last],
+                 for x in jax.tree.leaves(learner.train.params)],
+      'observations': np.asarray(data.observation).tolist(),
   }
 print(json.dumps(out))
 """

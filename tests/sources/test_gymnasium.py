@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trax_rl.sources import gymnasium as gym_source
+from trax_rl.sources import host_envs
 from trax_rl.testing import fake_envs
 
 
@@ -18,7 +18,7 @@ def _ones(obs, first, core):
 
 
 def test_steps_mode_continues_episodes_across_collections():
-  envs = gym_source.HostEnvs(_counting((3,)), n_envs=2, seeds=[0])
+  envs = host_envs.HostEnvs(_counting((3,)), n_envs=2, seeds=[0])
   first = envs.collect(_ones, n_steps=4)
   r = first.rollout
   assert r.observation.shape == (1, 4, 2, 2)
@@ -41,7 +41,7 @@ def test_steps_mode_continues_episodes_across_collections():
 
 
 def test_truncation_and_max_steps_bootstrap():
-  envs = gym_source.HostEnvs(
+  envs = host_envs.HostEnvs(
     _counting((5,), truncate=True), n_envs=1, seeds=[0], max_steps=2
   )
   r = envs.collect(_ones, n_steps=3).rollout
@@ -53,13 +53,13 @@ def test_truncation_and_max_steps_bootstrap():
 def test_episode_mode_counts_episodes_and_pads_invalid_steps():
   # 3 envs, 4 counted episodes of lengths 2, 3, 2, 3, ...: envs 0-2 start
   # counted ones; the first to end (env 0 after 2 steps) starts the fourth.
-  envs = gym_source.HostEnvs(_counting((2, 3)), n_envs=3, seeds=[0])
+  envs = host_envs.HostEnvs(_counting((2, 3)), n_envs=3, seeds=[0])
   c = envs.collect(_ones, n_episodes=4)
   r = c.rollout
   lengths = r.valid[0].sum(axis=0)
   # Env 0: episodes of 2 and (its second) 3 steps; envs 1 and 2: one each.
   np.testing.assert_array_equal(lengths, [5, 2, 2])
-  assert r.reward.shape[1] == gym_source.pad_steps(5) == 8
+  assert r.reward.shape[1] == host_envs.pad_steps(5) == 8
   for i, n in enumerate(lengths):  # A prefix of valid steps per env.
     assert r.valid[0, :n, i].all() and not r.valid[0, n:, i].any()
   assert sorted(c.episode_returns[0]) == [4.0, 4.0, 4.0, 6.0]
@@ -70,10 +70,10 @@ def test_episode_mode_counts_episodes_and_pads_invalid_steps():
 
 
 def test_seeds_have_their_own_envs():
-  envs = gym_source.HostEnvs('CartPole-v1', n_envs=2, seeds=[0, 1])
+  envs = host_envs.HostEnvs('CartPole-v1', n_envs=2, seeds=[0, 1])
   r = envs.collect(_ones, n_steps=3).rollout
   assert r.observation.shape == (2, 3, 2, 4)
-  alone = gym_source.HostEnvs('CartPole-v1', n_envs=2, seeds=[1])
+  alone = host_envs.HostEnvs('CartPole-v1', n_envs=2, seeds=[1])
   np.testing.assert_array_equal(
     alone.collect(_ones, n_steps=3).rollout.observation[0], r.observation[1]
   )
@@ -81,11 +81,11 @@ def test_seeds_have_their_own_envs():
 
 
 def test_state_dict_resumes_running_episodes_exactly():
-  envs = gym_source.HostEnvs('CartPole-v1', n_envs=2, seeds=[3])
+  envs = host_envs.HostEnvs('CartPole-v1', n_envs=2, seeds=[3])
   envs.collect(_ones, n_steps=5)
   state = envs.state_dict()
   after = envs.collect(_ones, n_steps=4).rollout
-  fresh = gym_source.HostEnvs('CartPole-v1', n_envs=2, seeds=[3])
+  fresh = host_envs.HostEnvs('CartPole-v1', n_envs=2, seeds=[3])
   fresh.load_state_dict(state)
   again = fresh.collect(_ones, n_steps=4).rollout
   for a, b in zip(after, again):
@@ -95,6 +95,6 @@ def test_state_dict_resumes_running_episodes_exactly():
 
 
 def test_exactly_one_budget():
-  envs = gym_source.HostEnvs(_counting(), n_envs=1, seeds=[0])
+  envs = host_envs.HostEnvs(_counting(), n_envs=1, seeds=[0])
   with pytest.raises(ValueError, match='exactly one'):
     envs.collect(_ones, n_steps=2, n_episodes=2)

@@ -10,7 +10,6 @@ env is stepped from Python (`sources.gymnasium`). The same program runs
 on both; `train_rl.n_seeds = k` builds one runner for k seeds.
 """
 
-import copy
 import dataclasses
 import inspect
 import logging
@@ -21,17 +20,19 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import collection, trajectory_files, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import checkpointing, restoring
+from trax_rl import validation
+from trax_rl.agents import initial_data, restoring
 from trax_rl.algorithms import program as program_lib
 from trax_rl.run import runner as runner_lib
 from trax_rl.sources import device as device_source
 from trax_rl.sources import gymnasium as gym_source
-from trax_rl.sources import processes, seed_axis
+from trax_rl.sources import host_envs, processes, seed_axis
 
 EpochCallback = Callable[[Any, dict[str, Any]], Any]
+# policy(observation [N, ...], first [N]) -> (action [N, ...], info).
+BatchPolicy = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
 _LOG = logging.getLogger(__name__)
 
 
@@ -117,7 +118,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       )
     if output_dir is not None:
       validation.check_output_dir(
-        checkpointing.process_dir(output_dir) or output_dir
+        runner_lib.process_dir(output_dir) or output_dir
       )
     self._task = task
     self._n_trajectories_per_epoch = n_trajectories_per_epoch
@@ -294,7 +295,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       )
     n = self._n_trajectories_per_epoch
     per_env = 1 if self._collector is not None else n - min(n, task.n_envs) + 1
-    return gym_source.pad_steps(per_env * cap)
+    return host_envs.pad_steps(per_env * cap)
 
   def seeds(self, n_seeds: int) -> list[int]:
     return [self._seed + i for i in range(n_seeds)]
@@ -366,7 +367,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       n_eval_episodes=self._n_eval_episodes,
       eval_steps=self._eval_steps,
       eval_temperatures=self._eval_temperatures,
-      writes_outputs=checkpointing.writes_outputs(),
+      writes_outputs=runner_lib.writes_outputs(),
     )
 
   def _ray_source(self, n_seeds: int, seeds: list[int], keys: Any):
@@ -444,72 +445,11 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     )
 
   def _observe_initial_data(self) -> None:
-    """Observes `RLTask.initial_trajectories` before the first epoch.
-
-    An int: that many episodes of uniformly random actions per seed (on
-    envs of their own, reset from `[RLTask.seed + i, 9]`); a directory: the
-    trajectories an earlier run stored there (every seed the same). They
-    go into the learner's store (replay, ring) as a rollout of whole
-    episodes, one per env, and nothing is learned from them yet (Trax's
-    epoch 0).
-    """
+    """Observes `RLTask.initial_trajectories` before the first epoch
+    (`initial_data.observe`)."""
     self._initial_done = True
-    spec = self._task.initial_trajectories
-    if not spec:
-      return
-    runner = self.runner
-    program = runner.source_program
-    n = runner.n_seeds
-    one_seed = (
-      lambda x: jax.ShapeDtypeStruct(  # noqa: E731
-        np.shape(x)[1:] if n > 1 else np.shape(x), x.dtype
-      )
-    )
-    learner = jax.tree.map(one_seed, runner.local_learner())
-    info = _zero_info(program, self._task, learner)
-    if isinstance(spec, int):
-      seeds = [[self._task.seed + i, 9] for i in range(n)]
-      envs = gym_source.HostEnvs(
-        self._task.env_spec, spec, seeds, self._task.max_steps
-      )
-      # Each seed's actions from a space of its own, seeded as its envs.
-      spaces = [copy.deepcopy(self._task.action_space) for _ in range(n)]
-      for i, space in enumerate(spaces):
-        space.seed(int(self._task.seed) + i)
-
-      def random_act(obs, first, core):
-        del first
-        width = obs.shape[1]
-        action = np.stack(
-          [
-            np.stack([np.asarray(space.sample()) for _ in range(width)])
-            for space in spaces
-          ]
-        )
-        return action, _tile(info, (n, width)), core
-
-      try:
-        rollout = envs.collect(random_act, n_episodes=spec).rollout
-      finally:
-        envs.close()
-    else:
-      one = trajectory_files.as_rollout(trajectory_files.read_all(spec), info)
-      rollout = jax.tree.map(lambda x: np.stack([x] * n), one)
-    rollout = _fit_columns(rollout, runner.source_n_envs)
-    observe = jax.jit(seed_axis.over_seeds(program.observe, n))
-    learner = runner.local_learner()
-    # In rollouts of the program's length (the last padded: not valid).
-    length = self.max_rollout_steps()
-    total = rollout.valid.shape[1]
-    for start in range(0, total, length):
-      part = jax.tree.map(
-        lambda x, start=start: _pad_time(x[:, start : start + length], length),
-        rollout,
-      )
-      if n == 1:
-        part = jax.tree.map(lambda x: x[0], part)
-      learner = observe(learner, part)
-    runner.set_learner(learner)
+    if self._task.initial_trajectories:
+      initial_data.observe(self.runner, self._task, self.max_rollout_steps())
 
   def _run_evaluation(self, n_epochs: int, callbacks) -> None:
     """`only_eval`: collect without learning and evaluate; state stays."""
@@ -517,7 +457,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
 
     self.restore()
     writer = None
-    if self._output_dir is not None and checkpointing.writes_outputs():
+    if self._output_dir is not None and runner_lib.writes_outputs():
       writer = metrics.MetricsWriter(self._output_dir, tensorboard=False)
     for _ in range(n_epochs):
       record = dict(self.runner.evaluate()[0])
@@ -536,7 +476,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
 
   def make_policy(
     self, temperature: float, evaluation: bool = True
-  ) -> collection.BatchPolicy:
+  ) -> BatchPolicy:
     """A host policy `(obs[N, ...], first[N]) -> (action[N], info)`.
 
     For acting outside the runner (evaluation episodes, videos): the
@@ -634,73 +574,3 @@ def agent_class(family: type) -> type:
     '__module__': family.__module__,
   }
   return type(family.__name__, (ProgramAgent,), namespace)
-
-
-def _zero_info(
-  program: program_lib.Program, task: task_lib.RLTask, learner: Any
-) -> Any:
-  """A zero info pytree of one step (no batch axes), as `act` records
-  (`learner`: one seed's learner, or its shapes)."""
-  obs = jax.ShapeDtypeStruct(
-    (1, *task.observation_space.shape), task.observation_space.dtype
-  )
-  key = jax.ShapeDtypeStruct((2,), np.uint32)
-  view = jax.eval_shape(program.acting_view, learner)
-  if program.recurrent:
-    core = jax.eval_shape(lambda: program.initial_core(1))
-    first = jax.ShapeDtypeStruct((1,), bool)
-    _, info, _ = jax.eval_shape(
-      lambda v, k, o, c, f: program.act(v, k, o, 1.0, c, f),
-      view,
-      key,
-      obs,
-      core,
-      first,
-    )
-  else:
-    _, info = jax.eval_shape(
-      lambda v, k, o: program.act(v, k, o, 1.0), view, key, obs
-    )
-  return jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), info)
-
-
-def _pad_time(x: np.ndarray, length: int) -> np.ndarray:
-  """`[k, t, ...]` zero-padded to `[k, length, ...]`."""
-  pad = [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
-  return np.pad(x, pad)
-
-
-def _tile(tree: Any, shape: tuple[int, ...]) -> Any:
-  return jax.tree.map(lambda x: np.zeros(shape + x.shape, x.dtype), tree)
-
-
-def _fit_columns(rollout: Any, n_envs: int) -> Any:
-  """A rollout `[k, T, M, ...]` as `[k, T', n_envs, ...]` for the store.
-
-  Its M env columns (one per initial episode) are laid out in n_envs
-  columns: column c gets columns c, c + n_envs, ... one after another
-  (each a whole episode, so they join as consecutive episodes).
-  """
-  valid = np.asarray(rollout.valid)
-  k, _, m = valid.shape
-  per_column = [list(range(c, m, n_envs)) for c in range(n_envs)]
-  lengths = valid.sum(axis=1)  # [k, M]
-  total = max(
-    int(sum(lengths[s, j] for j in cols))
-    for s in range(k)
-    for cols in per_column
-  )
-  total = max(total, 1)
-
-  def one(x):
-    out = np.zeros((k, total, n_envs, *x.shape[3:]), x.dtype)
-    for s in range(k):
-      for c, cols in enumerate(per_column):
-        t = 0
-        for j in cols:
-          n = int(lengths[s, j])
-          out[s, t : t + n, c] = x[s, :n, j]
-          t += n
-    return out
-
-  return jax.tree.map(one, rollout)

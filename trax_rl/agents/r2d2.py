@@ -80,7 +80,7 @@ class R2D2(replay_value.ReplayValueAgent):
       evaluation_epsilon: the least exploration rate of evaluation policies
         (Acme's evaluation_epsilon); 0 keeps temperature-0 evaluation greedy.
       **kwargs: for `ReplayValueAgent` (optimizer, max_gradient_norm,
-        n_devices, num_sgd_steps_per_step) and `ProgramAgent`
+        num_sgd_steps_per_step) and `ProgramAgent`
         (n_interactions_per_epoch, output_dir, seed ...).
 
     Raises:

@@ -87,7 +87,6 @@ class ReplayValueAgent(program_agent.ProgramAgent):
     max_gradient_norm: float | None = None,
     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
     learning_rate: LearningRate = 5e-4,
-    n_devices: int | None = None,
     value_eval_steps: int = 1,
     **kwargs,
   ):
@@ -120,8 +119,6 @@ class ReplayValueAgent(program_agent.ProgramAgent):
       optimizer: optax factory called as `optimizer(learning_rate=...)`.
       learning_rate: a float or a zero-argument factory of a schedule of the
         update number.
-      n_devices: learner devices: None or 1, k, or -1 for all local ones;
-        each batch is sharded across them, gradients averaged.
       value_eval_steps: after each epoch's learning, the loss metrics of this
         many uniform batches of the epoch's new items (not trained on, the
         table untouched) go into the epoch record as `value_eval/`; 0 turns
@@ -166,7 +163,6 @@ class ReplayValueAgent(program_agent.ProgramAgent):
     self._num_sgd = num_sgd_steps_per_step
     self._target_update_period = target_update_period
     self._value_eval_steps = value_eval_steps
-    self._n_devices = n_devices
     self._prioritized = self._returns_priorities()
     per_call = batch_size * num_sgd_steps_per_step
     self._table = device_table.DeviceTable(

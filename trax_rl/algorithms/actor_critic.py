@@ -33,9 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import normalization, policies
-from trax_rl.agents.actor_critic import data as data_lib
-from trax_rl.agents.actor_critic import layout as layout_lib
 from trax_rl.algorithms import program as program_lib
+from trax_rl.algorithms.layouts import data as data_lib
+from trax_rl.algorithms.layouts import layout as layout_lib
 from trax_rl.device import batches
 from trax_rl.device import rollout as rollout_lib
 
@@ -249,13 +249,7 @@ class ActorCriticProgram:
     return learner._replace(states=states), metrics
 
   def program(self) -> program_lib.Program:
-    return program_lib.Program(
-      init=self.init,
-      act=self.act,
-      observe=self.observe,
-      learn=self.learn,
-      acting=self.acting,
-    )
+    return program_lib.Program.of(self)
 
 
 def passes(

@@ -229,12 +229,8 @@ class PolicyProgram:
     return learner._replace(train=state), record
 
   def program(self) -> program_lib.Program:
-    return program_lib.Program(
-      init=self.init,
-      act=self.act,
-      observe=self.observe,
-      learn=self.learn,
-      acting=self.acting,
+    return program_lib.Program.of(
+      self,
       whole_episodes=self.quantile is not None,
       train_name='policy',
     )

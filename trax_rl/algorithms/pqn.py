@@ -314,13 +314,7 @@ class PQNProgram:
     return learner._replace(steps=())
 
   def program(self) -> program_lib.Program:
-    return program_lib.Program(
-      init=self.init,
-      act=self.act,
-      observe=self.observe,
-      learn=self.learn,
-      acting=self.acting,
-    )
+    return program_lib.Program.of(self)
 
 
 @dataclasses.dataclass(frozen=True)

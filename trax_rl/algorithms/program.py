@@ -99,6 +99,14 @@ class Program:
   can_observe: Callable[[Learner, int], Any] | None = None
   train_name: str = 'value'
 
+  @classmethod
+  def of(cls, functions: Any, **settings: Any) -> 'Program':
+    """The program of an object with methods `init`, `act`, `observe`,
+    `learn` and `acting` (a family's frozen dataclass), and `settings` for
+    the other fields."""
+    names = ('init', 'act', 'observe', 'learn', 'acting')
+    return cls(**{n: getattr(functions, n) for n in names}, **settings)
+
   @property
   def recurrent(self) -> bool:
     return self.initial_core is not None

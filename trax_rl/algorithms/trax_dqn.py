@@ -177,10 +177,4 @@ class TraxDQNProgram:
     return learner._replace(train=state, epoch=epoch), record
 
   def program(self) -> program_lib.Program:
-    return program_lib.Program(
-      init=self.init,
-      act=self.act,
-      observe=self.observe,
-      learn=self.learn,
-      acting=self.acting,
-    )
+    return program_lib.Program.of(self)

@@ -429,12 +429,6 @@ class ValueProgram:
     return self.table.can_insert(learner.replay, max(n_steps, 1))
 
   def program(self) -> program_lib.Program:
-    return program_lib.Program(
-      init=self.init,
-      act=self.act,
-      observe=self.observe,
-      learn=self.learn,
-      acting=self.acting,
-      streams=True,
-      can_observe=self.can_observe,
+    return program_lib.Program.of(
+      self, streams=True, can_observe=self.can_observe
     )

@@ -6,7 +6,7 @@ store and `trajectory_batch_stream`). On the device those epochs are a
 ring of rollouts, fields `[E, T, N, ...]`: each env's steps of an epoch
 are cut into trajectories at episode ends and at its last valid step, as
 the task stored them, and a slice of length L of a trajectory of n steps
-starts at one of its `max(1, n + 1 + m - L)` positions (`batching.n_slices`
+starts at one of its `max(1, n + 1 + m - L)` positions (Trax's `n_slices`
 with margin m): rows past the trajectory's last step are its margin (the
 final observation, then zeros; mask 0, done True) and then padding.
 

@@ -25,7 +25,7 @@ from etils import epath
 from jax.experimental import multihost_utils
 
 from trax_rl import checkpoint, metrics, validation
-from trax_rl.agents import nonfinite
+from trax_rl.run import nonfinite
 from trax_rl.sources import seed_axis
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update
@@ -347,7 +347,7 @@ class Runner:
     if self._output_dir is None:
       return
     state = self.state()
-    own = _process_dir(self._output_dir)
+    own = process_dir(self._output_dir)
     job = jax.process_count() > 1
     if own is not None:
       checkpoint.save(own / f'checkpoint-{self.epoch}.pkl', state)
@@ -438,7 +438,7 @@ class Runner:
     if not path.exists():
       return False
     ckpt = checkpoint.load(path)
-    own = _process_dir(self._output_dir)
+    own = process_dir(self._output_dir)
     forked = False
     if own is not None and 'epoch' in ckpt:
       mine = own / f'checkpoint-{int(ckpt["epoch"])}.pkl'
@@ -463,7 +463,13 @@ class Runner:
       self._writer = None
 
 
-def _process_dir(output_dir: str) -> epath.Path | None:
+def writes_outputs() -> bool:
+  """Whether this process writes output_dir (in a multi-host job: process
+  0; the others read it on resume, and keep their own state apart)."""
+  return jax.process_index() == 0
+
+
+def process_dir(output_dir: str) -> epath.Path | None:
   """Where this process of a multi-host job keeps its own state (None for
   the chief and a single process)."""
   if jax.process_index() == 0:

@@ -1,7 +1,7 @@
 """The Ray source: rollout actors play, the learner observes and learns.
 
 Actors (`Actor`, one per Ray actor) each hold their own envs (a one-seed
-`gymnasium.HostEnvs`), the program, and a CPU copy of what its policy
+`host_envs.HostEnvs`), the program, and a CPU copy of what its policy
 reads (`Program.acting_view`) with its version; they never learn. They
 ship rollouts; the learner process feeds them to the same `train` as the
 other sources, keeps the learner, the records and every checkpoint.
@@ -41,6 +41,7 @@ import numpy as np
 from trax_rl import compile_options, policies
 from trax_rl.distributed import ray_setup
 from trax_rl.sources import gymnasium as gym_source
+from trax_rl.sources import host_envs
 
 # () -> the agent the learner trains (built from the run's gin config).
 AgentFactory = Callable[[], Any]
@@ -92,7 +93,7 @@ class Actor:
     self._slot = slot
     self._view = None
     self._version = -1
-    self._stream = gym_source.HostEnvs(
+    self._stream = host_envs.HostEnvs(
       self._env,
       self._n_envs,
       [[task.seed, 3, slot, incarnation]],
@@ -162,7 +163,7 @@ class Actor:
       (its Rollout `[T, N, ...]`, its collection stats, the version).
     """
     self._sync(version, box)
-    envs = gym_source.HostEnvs(
+    envs = host_envs.HostEnvs(
       self._env,
       self._n_envs,
       [unit_seed(self._seed, epoch, unit)],
@@ -193,7 +194,7 @@ class Actor:
     return _first_seed(collection), version
 
 
-def _first_seed(collection: gym_source.Collection):
+def _first_seed(collection: host_envs.Collection):
   """A one-seed collection's rollout `[T, N]` and stats."""
   rollout = jax.tree.map(lambda x: x[0], collection.rollout)
   stats = dict(collection.records[0], returns=collection.episode_returns[0])
@@ -286,7 +287,7 @@ class RaySource:
     self._n_episodes = n_episodes
     self._stream = stream
     self._epoch = 0
-    self._returns = collections.deque(maxlen=gym_source.WINDOW)
+    self._returns = collections.deque(maxlen=host_envs.WINDOW)
     self._n_episodes_done = 0
     self._n_steps_done = 0
     self._version = -1
@@ -473,7 +474,7 @@ class RaySource:
     n_steps = None
     if self._n_episodes is not None:
       longest = max(w[0][0].reward.shape[0] for w in works)
-      n_steps = gym_source.pad_steps(longest)
+      n_steps = host_envs.pad_steps(longest)
     rollout = pad_rollouts([w[0][0] for w in works], n_steps)
     learner, metrics = self._local.train(learner, _with_seed_axis(rollout))
     record = self._stats([w[0][1] for w in works], rollout)

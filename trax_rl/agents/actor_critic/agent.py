@@ -17,10 +17,10 @@ import gymnasium as gym
 from trax_rl import advantages, distributions, normalization, validation
 from trax_rl import task as task_lib
 from trax_rl.agents import program_agent
-from trax_rl.agents.actor_critic import data as data_lib
 from trax_rl.agents.actor_critic import knobs
-from trax_rl.agents.actor_critic import layout as layout_lib
 from trax_rl.algorithms import actor_critic as ac_program
+from trax_rl.algorithms.layouts import data as data_lib
+from trax_rl.algorithms.layouts import layout as layout_lib
 from trax_rl.losses import actor_critic as ac_losses
 
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from trax_rl import task as task_lib
 from trax_rl import validation
-from trax_rl.agents.actor_critic import agent, joint, knobs, separate
+from trax_rl.agents.actor_critic import agent, knobs
+from trax_rl.algorithms.layouts import joint, separate
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.networks import models
 

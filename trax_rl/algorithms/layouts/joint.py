@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import optax
 
 from trax_rl import lr_schedules
-from trax_rl.agents.actor_critic import data as data_lib
-from trax_rl.agents.actor_critic import layout
+from trax_rl.algorithms.layouts import data as data_lib
+from trax_rl.algorithms.layouts import layout
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
 from trax_rl.networks import models

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import optax
 
 from trax_rl import lr_schedules, validation
-from trax_rl.agents.actor_critic import critic, layout
-from trax_rl.agents.actor_critic import data as data_lib
+from trax_rl.algorithms.layouts import critic, layout
+from trax_rl.algorithms.layouts import data as data_lib
 from trax_rl.losses import actor_critic as ac_losses
 from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks

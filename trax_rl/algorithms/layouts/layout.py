@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from trax_rl import validation
-from trax_rl.agents.actor_critic import data as data_lib
+from trax_rl.algorithms.layouts import data as data_lib
 from trax_rl.supervised import update
 
 # estimate(data, values [N], next_values [N]) -> (advantages, targets).
