@@ -271,66 +271,35 @@ def train_rl(
       query('RLTask.env'),
     )
   with compile_options.applied(compiler_options):
-    return _train_program(
-      agent_class,
-      output_dir,
-      n_epochs,
-      callbacks,
-      n_seeds,
-      epochs_per_call,
-      strict,
-      allow_config_change,
-      on_nonfinite,
-      build_only,
-      collector,
-      multihost,
-    )
-
-
-def _train_program(
-  agent_class,
-  output_dir,
-  n_epochs,
-  callbacks,
-  n_seeds,
-  epochs_per_call,
-  strict,
-  allow_config_change,
-  on_nonfinite,
-  build_only,
-  collector,
-  multihost,
-):
-  """`train_rl` of a program agent: one runner for its seeds."""
-  try:
-    with restoring.restore_deferred():  # The config is compared first.
-      agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
-  except TypeError as e:
-    raise config_checks.binding_error(e) from None
-  if build_only:
-    agent.restore()
+    try:
+      with restoring.restore_deferred():  # The config is compared first.
+        agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
+    except TypeError as e:
+      raise config_checks.binding_error(e) from None
+    if build_only:
+      agent.restore()
+      return agent
+    if multihost:
+      agent.join_job()
+    if collector is not None:
+      agent.set_collector(
+        collector(), functools.partial(build_agent, gin.config_str())
+      )
+    try:
+      if n_seeds > 1:
+        agent.use_seeds(n_seeds)
+      changed = _config_changes(output_dir, allow_config_change)
+      agent.restore()
+      agent.run(
+        n_epochs,
+        n_epochs_is_total_epochs=True,
+        callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
+        on_nonfinite=on_nonfinite,
+        epochs_per_call=epochs_per_call,
+      )
+    finally:
+      agent.close()
     return agent
-  if multihost:
-    agent.join_job()
-  if collector is not None:
-    agent.set_collector(
-      collector(), functools.partial(build_agent, gin.config_str())
-    )
-  try:
-    if n_seeds > 1:
-      agent.use_seeds(n_seeds)
-    changed = _config_changes(output_dir, allow_config_change)
-    agent.restore()
-    agent.run(
-      n_epochs,
-      n_epochs_is_total_epochs=True,
-      callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
-      on_nonfinite=on_nonfinite,
-      epochs_per_call=epochs_per_call,
-    )
-  finally:
-    agent.close()
-  return agent
 
 
 def _after_first_epoch(
