@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from trax_rl import checkpoint, cli, env_state, envs
-from trax_rl import task as task_lib
+from trax_rl.sources import host_envs
 from trax_rl.testing import fake_envs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -94,35 +94,43 @@ class _OpaqueEnv(fake_envs.CountingEnv):
     self.simulator = object()
 
 
-def test_envs_that_cannot_be_captured_restart_with_a_notice(tmp_path):
+def test_envs_that_cannot_be_captured_restart_with_a_notice():
+  act = lambda obs, first, core: (np.zeros(obs.shape[:2], np.int64), {}, core)
+
   def collect(env):
-    t = task_lib.RLTask(env, initial_trajectories=0, n_envs=2)
-    policy = lambda obs, first: (np.zeros(len(obs), np.int64), {})
-    t.collect_trajectories(policy, n_interactions=6)  # Cuts episodes.
-    return t, t.save_to_dir(tmp_path)
+    host = host_envs.HostEnvs(env, n_envs=2, seeds=[0])
+    host.collect(act, n_steps=3)  # Cuts episodes.
+    return host, host.state_dict()
 
   counting = lambda: fake_envs.CountingEnv(lengths=(5,))
   _, state = collect(counting)
-  assert state['collector']['running']['ep_len'].tolist() == [3, 3]
+  running = state['seeds'][0]['running']
+  assert running['episode_length'].tolist() == [3, 3]
   _, state = collect(_OpaqueEnv)
-  assert state['collector'] == {
-    'running': None,
-    'restart': '_OpaqueEnv.simulator is a object',
-  }
-  resumed = task_lib.RLTask(_OpaqueEnv, initial_trajectories=0, n_envs=2)
+  assert state['seeds'][0]['running'] is None
+  assert state['seeds'][0]['restart'] == '_OpaqueEnv.simulator is a object'
+  resumed = host_envs.HostEnvs(_OpaqueEnv, n_envs=2, seeds=[0])
   # Listen on the module's logger itself: the CLI, if an earlier test in
   # this process ran it, stops trax_rl's records from reaching the root.
   notices = _Messages()
-  logger = logging.getLogger('trax_rl.collection')
+  logger = logging.getLogger(host_envs.__name__)
   logger.addHandler(notices)
   try:
-    resumed.load_from_dir(tmp_path, checkpoint.loads(checkpoint.dumps(state)))
+    resumed.load_state_dict(checkpoint.loads(checkpoint.dumps(state)))
   finally:
     logger.removeHandler(notices)
   assert notices.messages == [
     'running episodes restart on resume: the env state is not plain data '
     '(_OpaqueEnv.simulator is a object)'
   ]
+  # The counting env's running episodes, though, continue where they were.
+  host, state = collect(counting)
+  resumed = host_envs.HostEnvs(counting, n_envs=2, seeds=[0])
+  resumed.load_state_dict(checkpoint.loads(checkpoint.dumps(state)))
+  a = host.collect(act, n_steps=4).rollout
+  b = resumed.collect(act, n_steps=4).rollout
+  np.testing.assert_array_equal(a.observation, b.observation)
+  np.testing.assert_array_equal(a.terminated, b.terminated)
 
 
 # The default job, made small: a few short epochs of 13 lockstep steps of 8

@@ -8,6 +8,7 @@ import pytest
 
 from trax_rl import jax_envs, task
 from trax_rl.device import rollout
+from trax_rl.sources import host_envs
 from trax_rl.testing import fake_jax_envs
 
 
@@ -142,17 +143,13 @@ def test_gymnax_spaces_and_host_vector_env():
   t = task.RLTask('gymnax:CartPole-v1', n_envs=2, initial_trajectories=0)
   assert t.jax_env is not None and t.action_space == gym.spaces.Discrete(2)
   assert t.observation_space.shape == (4,)
-  n_actions = t.action_space.n
-
-  def policy(obs, first):
-    del first
-    return np.zeros(len(obs), np.int64), {}
-
-  avg = t.collect_trajectories(policy, n_trajectories=3)
-  trajs = t.trajectories[1]
-  assert len(trajs) == 3 and all(tr.terminated for tr in trajs)
+  host = host_envs.HostEnvs(t.env_spec, n_envs=2, seeds=[0], max_steps=None)
+  left = lambda obs, first, core: (np.zeros(obs.shape[:2], np.int64), {}, core)
+  collection = host.collect(left, n_episodes=3)
+  (returns,) = collection.episode_returns
+  assert len(returns) == 3 and collection.rollout.terminated.any()
   # Always pushing left ends CartPole in about 10 steps.
-  assert 5 <= avg <= 20 and n_actions == 2
+  assert 5 <= np.mean(returns) <= 20
   breakout = jax_envs.make_jax_env('gymnax:Breakout-MinAtar')
   assert breakout.observation_space.shape == (10, 10, 4)
   assert breakout.action_space == gym.spaces.Discrete(3)

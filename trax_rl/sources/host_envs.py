@@ -92,7 +92,7 @@ class _SeedEnvs:
     self.count_nonfinite(next_obs)
     terminated = np.asarray(terminated, bool)
     self.episode_length += 1
-    truncated = np.asarray(truncated, bool)
+    truncated = np.array(truncated, bool)  # A copy: gymnax's is read-only.
     if max_steps is not None:
       truncated = truncated | (self.episode_length >= max_steps)
     truncated &= ~terminated
