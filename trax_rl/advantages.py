@@ -31,7 +31,8 @@ advantage 0. Without a mask every row is a step (Trax's behaviour), which
 treats the padding row after a truncation (done True) as a terminal step.
 
 The estimators do not modify their inputs and work under `jax.jit` (the
-margin is a static Python int).
+margin is a static Python int). A factory raises ValueError for a margin
+below its minimum (0; 1 for `td_k`) or a gamma or lambda_ outside [0, 1].
 """
 
 import numbers
@@ -170,9 +171,6 @@ def monte_carlo(gamma: float, margin: int) -> Estimator:
     trajectories that were cut and bootstrapped (the reward there holding
     r + gamma V(s_next)): the value is zeroed only where `terminal`; None
     zeroes it at every done, as Trax (whose dones are gym's).
-
-  Raises:
-    ValueError: if margin is not an int >= 0.
   """
   _check_factory_args(gamma, margin)
 
@@ -237,14 +235,6 @@ def td_k(gamma: float, margin: int) -> Estimator:
     gamma: discount of the task.
     margin: number of extra steps at the end of each slice; also k, the
       number of rewards summed before bootstrapping.
-
-  Returns:
-    estimator(rewards, returns, values, dones, discount_mask, mask=None)
-    returning
-    advantages [B, T - margin].
-
-  Raises:
-    ValueError: if margin is not an int >= 1 or gamma is outside [0, 1].
   """
   _check_factory_args(gamma, margin, min_margin=1)
 
@@ -319,15 +309,6 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
       no next value to bootstrap from).
     lambda_: the lambda of TD(lambda), in [0, 1]; 0 is TD(0), 1 is Monte Carlo
       bootstrapped from the last value.
-
-  Returns:
-    estimator(rewards, returns, values, dones, discount_mask, mask=None)
-    returning
-    advantages [B, T - margin].
-
-  Raises:
-    ValueError: if margin is not an int >= 0 or gamma or lambda_ is outside
-      [0, 1].
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
@@ -350,12 +331,8 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
 def _prepare_lambda(
   margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
 ):
-  """`_prepare`d inputs of a lambda estimator, with per-step gamma, lambda.
-
-  Returns:
-    (rewards, values, dones, mask, gammas, lambdas); gammas and lambdas are
-    1 where discount_mask is 0.
-  """
+  """(rewards, values, dones, mask, gammas, lambdas), `_prepare`d; gammas
+  and lambdas are 1 where discount_mask is 0."""
   rewards, values, dones, discount_mask, mask = _prepare(
     margin,
     rewards=rewards,
@@ -385,15 +362,6 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
       last step of a slice that did not terminate gets advantage 0 (there is
       no next value to bootstrap from).
     lambda_: the lambda of GAE, in [0, 1].
-
-  Returns:
-    estimator(rewards, returns, values, dones, discount_mask, mask=None)
-    returning
-    advantages [B, T - margin].
-
-  Raises:
-    ValueError: if margin is not an int >= 0 or gamma or lambda_ is outside
-      [0, 1].
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 

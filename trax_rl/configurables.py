@@ -29,7 +29,7 @@ from trax_rl.agents import (
   restoring,
 )
 from trax_rl.distributed import multihost as multihost_lib
-from trax_rl.run import runner as runner_lib
+from trax_rl.sources import processes
 
 CONFIG_FILE = 'config.gin'
 _LOG = logging.getLogger(__name__)
@@ -320,7 +320,7 @@ def _after_first_epoch(
     # when the config changed on purpose.
     if (
       output_dir is not None
-      and runner_lib.writes_outputs()
+      and processes.writes_outputs()
       and (changed or not (epath.Path(output_dir) / CONFIG_FILE).exists())
     ):
       write_operative_config(output_dir)

@@ -20,8 +20,8 @@ from trax_rl import (
 )
 from trax_rl.agents import (
   expert_iteration,
+  family_agent,
   policy_agents,
-  program_agent,
   r2d2,
   replay_value,
   value_agents,
@@ -134,7 +134,7 @@ _register(
   actor_critic.AWRJoint,
 )
 # PQN: parallelised Q-learning, one program module.
-_register(program_agent.agent_class(pqn.PQN))
+_register(family_agent.agent_class(pqn.PQN))
 
 # Where experience comes from. Ray itself is imported only when a
 # RayCollector starts.

@@ -132,3 +132,31 @@ def acting_copy(params: Any) -> Any:
   if jax.default_backend() == 'cpu':
     return params
   return jax.device_put(params, jax.local_devices(backend='cpu')[0])
+
+
+def host_policy(
+  program: Any, learner: Any, key: types.PRNGKey, temperature: float
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]:
+  """A host policy `(obs[N, ...], first[N]) -> (action[N], info)`.
+
+  The program's act at `temperature` on `learner`, keyed by `key` folded
+  with its own call counter; a recurrent policy keeps its core between
+  calls.
+  """
+  state = {'count': 0, 'core': None}
+  act = jax.jit(program.act, static_argnums=3)
+
+  def policy(obs, first):
+    step_key = jax.random.fold_in(key, state['count'])
+    state['count'] += 1
+    if program.recurrent:
+      if state['core'] is None:
+        state['core'] = program.initial_core(len(obs))
+      action, info, state['core'] = act(
+        learner, step_key, obs, float(temperature), state['core'], first
+      )
+    else:
+      action, info = act(learner, step_key, obs, float(temperature))
+    return np.asarray(action), jax.device_get(info)
+
+  return policy

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from trax_rl.algorithms import value
+from trax_rl.algorithms import n_step, value
 from trax_rl.device import rollout as rollout_lib
 from trax_rl.losses import q_learning
 from trax_rl.networks import base as networks
@@ -20,7 +20,7 @@ def test_n_step_transitions_by_hand():
   # truncation, 5-6 start the next episode (only serve the windows).
   t = 7
   obs = jnp.arange(t, dtype=jnp.float32)[:, None, None]
-  steps = value.Steps(
+  steps = n_step.Steps(
     observation=obs,
     action=jnp.zeros((t, 1), jnp.int32),
     reward=jnp.arange(1, t + 1, dtype=jnp.float32)[:, None],
@@ -29,7 +29,7 @@ def test_n_step_transitions_by_hand():
     next_observation=obs + 100.0,
   )
   valid = jnp.ones((t, 1), bool).at[0].set(False)
-  tr, ok = jax.jit(value.n_step_transitions, static_argnums=(2, 3, 4))(
+  tr, ok = jax.jit(n_step.n_step_transitions, static_argnums=(2, 3, 4))(
     steps, valid, 3, 0.5, 5
   )
   np.testing.assert_allclose(tr.reward[:, 0], [2.75, 3.5, 3.0, 6.5, 5.0])
@@ -47,7 +47,7 @@ def test_complete_transitions_emit_ended_episodes_at_once():
   # of the next episode, waits).
   t = 5
   obs = jnp.arange(t, dtype=jnp.float32)[:, None, None]
-  steps = value.Steps(
+  steps = n_step.Steps(
     observation=obs,
     action=jnp.zeros((t, 1), jnp.int32),
     reward=jnp.ones((t, 1), jnp.float32),
@@ -55,7 +55,7 @@ def test_complete_transitions_emit_ended_episodes_at_once():
     truncated=jnp.zeros((t, 1), bool),
     next_observation=obs + 1.0,
   )
-  tr, emit = value.complete_transitions(steps, jnp.ones((t, 1), bool), 3, 0.5)
+  tr, emit = n_step.complete_transitions(steps, jnp.ones((t, 1), bool), 3, 0.5)
   np.testing.assert_array_equal(emit[:, 0], [1, 1, 1, 1, 0])
   np.testing.assert_allclose(tr.reward[:4, 0], [1.75, 1.75, 1.5, 1.0])
   np.testing.assert_allclose(tr.discount[:4, 0], [0.125, 0, 0, 0])
@@ -66,7 +66,7 @@ def test_align_valid_puts_each_envs_valid_steps_last():
   tail_valid = jnp.array([[True, False], [True, True]])
   new = jnp.array([[1, 5], [2, 6], [3, 7]])  # [T=3, N=2]
   valid = jnp.array([[1, 1], [1, 0], [0, 0]], bool)  # prefixes 2 and 1
-  joined, ok = value.align_valid(tail, tail_valid, new, valid)
+  joined, ok = n_step.align_valid(tail, tail_valid, new, valid)
   np.testing.assert_array_equal(joined[:, 0], [3, 10, 11, 1, 2])
   np.testing.assert_array_equal(ok[:, 0], [0, 1, 1, 1, 1])
   np.testing.assert_array_equal(joined[:, 1], [6, 7, 20, 21, 5])

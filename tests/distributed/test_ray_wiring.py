@@ -8,7 +8,7 @@ import pytest
 
 from trax_rl import cli, configurables
 from trax_rl.distributed import ray_collector
-from trax_rl.sources import ray as ray_source
+from trax_rl.sources import ray_actors
 
 PG = """
 RLTask.env = 'CartPole-v1'
@@ -31,8 +31,8 @@ def _lines(config):
 
 
 def test_apex_epsilons():
-  assert ray_source.apex_epsilon(0, 1, 0.4, 7.0) == pytest.approx(0.4)
-  eps = [ray_source.apex_epsilon(i, 3, 0.4, 7.0) for i in range(3)]
+  assert ray_actors.apex_epsilon(0, 1, 0.4, 7.0) == pytest.approx(0.4)
+  eps = [ray_actors.apex_epsilon(i, 3, 0.4, 7.0) for i in range(3)]
   np.testing.assert_allclose(eps, [0.4, 0.4**4.5, 0.4**8], rtol=1e-5)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from trax_rl import configurables
 from trax_rl.distributed import ray_collector
-from trax_rl.sources import ray as ray_source
+from trax_rl.sources import ray_actors
 
 DQN = """
 RLTask.env = 'CartPole-v1'
@@ -57,7 +57,7 @@ def _lines(config):
 
 def _actor(config, slot=0, n_slots=1, epsilon=None):
   factory = functools.partial(configurables.build_agent, config)
-  return ray_source.Actor(factory, slot, n_slots, epsilon)
+  return ray_actors.Actor(factory, slot, n_slots, epsilon)
 
 
 def _view(agent):

@@ -35,7 +35,7 @@ def observe(
     n_steps: the longest rollout the program observes (its spec's T).
   """
   spec = task.initial_trajectories
-  program = runner.source_program
+  program = runner.source.program
   n = runner.n_seeds
   one_seed = (
     lambda x: jax.ShapeDtypeStruct(  # noqa: E731
@@ -70,7 +70,7 @@ def observe(
   else:
     one = trajectory_files.as_rollout(trajectory_files.read_all(spec), info)
     rollout = jax.tree.map(lambda x: np.stack([x] * n), one)
-  rollout = _fit_columns(rollout, runner.source_n_envs)
+  rollout = _fit_columns(rollout, runner.source.n_envs)
   observe = jax.jit(seed_axis.over_seeds(program.observe, n))
   learner = runner.local_learner()
   # In rollouts of the program's length (the last padded: not valid).

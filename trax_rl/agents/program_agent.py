@@ -10,9 +10,6 @@ env is stepped from Python (`sources.gymnasium`). The same program runs
 on both; `train_rl.n_seeds = k` builds one runner for k seeds.
 """
 
-import dataclasses
-import inspect
-import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,30 +17,18 @@ from typing import Any
 import jax
 import numpy as np
 
+from trax_rl import policies, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl import validation
-from trax_rl.agents import initial_data, restoring
+from trax_rl.agents import initial_data, restoring, sources_for
 from trax_rl.algorithms import program as program_lib
 from trax_rl.run import runner as runner_lib
-from trax_rl.sources import device as device_source
 from trax_rl.sources import gymnasium as gym_source
-from trax_rl.sources import host_envs, processes, seed_axis
+from trax_rl.sources import processes, seed_axis
 
 EpochCallback = Callable[[Any, dict[str, Any]], Any]
 # policy(observation [N, ...], first [N]) -> (action [N, ...], info).
 BatchPolicy = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
-_LOG = logging.getLogger(__name__)
-
-
-def seed_keys(seed: int) -> dict[str, np.ndarray]:
-  """The raw keys a seed's learner, source and evaluations start from."""
-  base = jax.random.PRNGKey(seed)
-  return {
-    'init': np.asarray(jax.random.fold_in(base, 0)),
-    'eval': np.asarray(jax.random.fold_in(base, 2)),
-    'source': np.asarray(jax.random.fold_in(base, 3)),
-  }
 
 
 class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
@@ -90,18 +75,8 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       seed: seeds the learner, the acting and learning keys and the
         evaluations.
     """
-    if (n_trajectories_per_epoch is None) == (n_interactions_per_epoch is None):
-      raise ValueError(
-        'exactly one of n_trajectories_per_epoch and '
-        'n_interactions_per_epoch must be set, got '
-        f'n_trajectories_per_epoch={n_trajectories_per_epoch}, '
-        f'n_interactions_per_epoch={n_interactions_per_epoch}'
-      )
-    validation.check_count(
-      'n_trajectories_per_epoch', n_trajectories_per_epoch, 1
-    )
-    validation.check_count(
-      'n_interactions_per_epoch', n_interactions_per_epoch, 1
+    sources_for.check_epochs(
+      task, n_trajectories_per_epoch, n_interactions_per_epoch
     )
     validation.check_count('n_eval_episodes', n_eval_episodes, 0)
     eval_steps = list(eval_steps) if eval_steps else [task.max_steps]
@@ -110,15 +85,9 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     for t in eval_temperatures:
       if not (isinstance(t, (int, float)) and t >= 0):
         raise ValueError(f'eval_temperatures must be >= 0, got {t!r}')
-    if task.jax_env is not None and n_interactions_per_epoch is None:
-      raise ValueError(
-        f'the device path (env {task.jax_env.name!r}) collects fixed-length '
-        'rollouts: set n_interactions_per_epoch instead of '
-        f'n_trajectories_per_epoch={n_trajectories_per_epoch}'
-      )
     if output_dir is not None:
       validation.check_output_dir(
-        runner_lib.process_dir(output_dir) or output_dir
+        processes.process_dir(output_dir) or output_dir
       )
     self._task = task
     self._n_trajectories_per_epoch = n_trajectories_per_epoch
@@ -135,7 +104,6 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     # Across hosts (`join_job`), the programs' mapped axis of processes.
     self._axis_name: str | None = None
     self._initial_done = False  # RLTask.initial_trajectories observed.
-    self._writer = None
 
   # To implement.
   def make_program(self, n_envs: int) -> program_lib.Program:
@@ -272,30 +240,14 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
 
   # Building.
   def max_rollout_steps(self) -> int:
-    """The longest rollout `[T, N]` a source gives the program (its T).
-
-    Epochs of env steps: `ceil(n_interactions_per_epoch / n_envs)` (or
-    the rollout actors' chunk length, if longer). Epochs of n episodes on
-    N envs: an env plays at most n - N + 1 of them, each at most the
-    episode-length cap long; the rollout is padded to a power of two.
-
-    Raises:
-      ValueError: epochs of episodes without an episode-length cap.
-    """
-    task = self._task
-    chunk = 0 if self._collector is None else self._collector[0].chunk_length
-    if self._n_interactions_per_epoch is not None:
-      steps = -(-self._n_interactions_per_epoch // task.n_envs)
-      return max(steps, chunk)
-    cap = task.max_steps or task.max_episode_steps
-    if cap is None:
-      raise ValueError(
-        f'{type(self).__name__} stores whole episodes of epochs counted in '
-        'episodes: give them a length cap (RLTask.max_steps)'
-      )
-    n = self._n_trajectories_per_epoch
-    per_env = 1 if self._collector is not None else n - min(n, task.n_envs) + 1
-    return host_envs.pad_steps(per_env * cap)
+    """The longest rollout `[T, N]` a source gives the program (its T)."""
+    return sources_for.max_rollout_steps(
+      type(self).__name__,
+      self._task,
+      self._n_interactions_per_epoch,
+      self._n_trajectories_per_epoch,
+      None if self._collector is None else self._collector[0],
+    )
 
   def seeds(self, n_seeds: int) -> list[int]:
     return [self._seed + i for i in range(n_seeds)]
@@ -310,55 +262,29 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     agent alone would.
     """
     seeds = self.seeds(n_seeds)
-    keys = [seed_keys(s) for s in seeds]
+    keys = [sources_for.seed_keys(s) for s in seeds]
     stacked = lambda name: np.stack([k[name] for k in keys])  # noqa: E731
-    one = lambda x: x[0] if n_seeds == 1 else x  # noqa: E731
-    task = self._task
-    n_steps = self._n_interactions_per_epoch
-    per_env = None if n_steps is None else -(-n_steps // task.n_envs)
-    name = type(self).__name__
-    if self.program.whole_episodes and n_steps is not None:
-      raise ValueError(
-        f'{name} needs epochs of whole episodes (its filter ranks whole '
-        'trajectories): set n_trajectories_per_epoch instead of '
-        'n_interactions_per_epoch, on a gymnasium env'
-      )
-    if task.jax_env is not None and n_steps is None:
-      raise ValueError(
-        f'{name} on a JAX env compiles epochs of env steps: set '
-        'n_interactions_per_epoch instead of n_trajectories_per_epoch'
-      )
-    if self._collector is not None:
-      source, program = self._ray_source(n_seeds, seeds, stacked('source')[0])
-    elif task.jax_env is not None:
-      program = self.program
-      source = device_source.DeviceSource(
-        task.jax_env,
-        program,
-        task.n_envs,
-        per_env,
-        task.max_steps,
-        one(stacked('source')),
-      )
-    else:
-      program = self.program
-      source = gym_source.GymnasiumSource(
-        task.env_spec,
-        program,
-        task.n_envs,
-        [task.seed + i for i in range(n_seeds)],
-        one(stacked('source')),
-        task.max_steps,
-        n_steps=per_env,
-        n_episodes=self._n_trajectories_per_epoch,
-        multihost=self._axis_name is not None,
-      )
+    source, program = sources_for.source(
+      sources_for.Epochs(
+        type(self).__name__,
+        self._seed,
+        self._task,
+        n_seeds,
+        self._n_interactions_per_epoch,
+        self._n_trajectories_per_epoch,
+        self._axis_name is not None,
+      ),
+      self.program,
+      self.make_program,
+      stacked('source'),
+      self._collector,
+    )
     # Built seed by seed on the host, then stacked: a jitted init would
     # hold an empty replay as a constant of its program.
     learners = [program.init(k['init']) for k in keys]
     learner = learners[0] if n_seeds == 1 else seed_axis.stack(learners)
     return runner_lib.Runner(
-      name,
+      type(self).__name__,
       source,
       learner,
       seeds,
@@ -367,54 +293,8 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       n_eval_episodes=self._n_eval_episodes,
       eval_steps=self._eval_steps,
       eval_temperatures=self._eval_temperatures,
-      writes_outputs=runner_lib.writes_outputs(),
+      writes_outputs=processes.writes_outputs(),
     )
-
-  def _ray_source(self, n_seeds: int, seeds: list[int], keys: Any):
-    """The Ray source, whose program sees every actor's (or unit's) envs."""
-    from trax_rl.sources import ray as ray_source  # noqa: PLC0415
-
-    if n_seeds > 1:
-      raise ValueError(
-        'train_rl.n_seeds > 1 runs on one process: unbind the collector'
-      )
-    settings, factory = self._collector
-    task = self._task
-    program = self.program
-    if program.streams:
-      columns = settings.n_actors * task.n_envs
-    elif self._n_trajectories_per_epoch is not None:
-      units = -(-self._n_trajectories_per_epoch // task.n_envs)
-      columns = units * task.n_envs
-    else:
-      steps = -(-self._n_interactions_per_epoch // task.n_envs)
-      columns = -(-steps // settings.chunk_length) * task.n_envs
-    program = self.make_program(columns)
-    n_steps = self._n_interactions_per_epoch
-    local = gym_source.GymnasiumSource(
-      task.env_spec,
-      program,
-      task.n_envs,
-      [task.seed],
-      keys,
-      task.max_steps,
-      n_steps=None if n_steps is None else -(-n_steps // task.n_envs),
-      n_episodes=self._n_trajectories_per_epoch,
-      multihost=self._axis_name is not None,
-    )
-    source = ray_source.RaySource(
-      settings,
-      factory,
-      program,
-      local,
-      seeds[0],
-      task.n_envs,
-      self._n_interactions_per_epoch,
-      self._n_trajectories_per_epoch,
-      program.streams,
-      columns,
-    )
-    return source, program
 
   # Lifecycle.
   def restore(self) -> bool:
@@ -457,7 +337,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
 
     self.restore()
     writer = None
-    if self._output_dir is not None and runner_lib.writes_outputs():
+    if self._output_dir is not None and processes.writes_outputs():
       writer = metrics.MetricsWriter(self._output_dir, tensorboard=False)
     for _ in range(n_epochs):
       record = dict(self.runner.evaluate()[0])
@@ -484,26 +364,8 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     counter; a recurrent policy keeps its core between calls.
     """
     del evaluation
-    program = self.program
-    learner = self.learner
-    state = {'count': 0, 'core': None}
     key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 5)
-    act = jax.jit(program.act, static_argnums=3)
-
-    def policy(obs, first):
-      step_key = jax.random.fold_in(key, state['count'])
-      state['count'] += 1
-      if program.recurrent:
-        if state['core'] is None:
-          state['core'] = program.initial_core(len(obs))
-        action, info, state['core'] = act(
-          learner, step_key, obs, float(temperature), state['core'], first
-        )
-      else:
-        action, info = act(learner, step_key, obs, float(temperature))
-      return np.asarray(action), jax.device_get(info)
-
-    return policy
+    return policies.host_policy(self.program, self.learner, key, temperature)
 
   def policy(
     self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
@@ -524,53 +386,3 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
   def close(self) -> None:
     if self._runner is not None:
       self._runner.close()
-
-
-def agent_class(family: type) -> type:
-  """The agent (gin name, knobs, lifecycle) of a family's knobs dataclass.
-
-  A family module (e.g. `algorithms.pqn`) defines a frozen dataclass of its
-  knobs with `program(spec: program.Spec) -> Program`, and nothing else;
-  this returns the `ProgramAgent` subclass of the same name that takes the
-  family's knobs and the lifecycle's (`n_interactions_per_epoch`,
-  `n_eval_episodes`, `seed`, `output_dir`, ...), as gin binds them. Bad
-  knob values are the family's to refuse (its `__post_init__`).
-
-  Args:
-    family: the knobs dataclass.
-
-  Returns:
-    The agent class, for the gin registry.
-  """
-  fields = {f.name for f in dataclasses.fields(family)}
-
-  def __init__(self, task: task_lib.RLTask, **kwargs):
-    knobs = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
-    self._family = family(**knobs)
-    ProgramAgent.__init__(self, task, **kwargs)
-
-  def make_program(self, n_envs: int) -> program_lib.Program:
-    task = self._task
-    spec = program_lib.Spec(
-      observation_space=task.observation_space,
-      action_space=task.action_space,
-      gamma=task.gamma,
-      n_envs=n_envs,
-      n_steps=self.max_rollout_steps(),
-      axis_name=self._axis_name,
-    )
-    return self._family.program(spec)
-
-  @classmethod
-  def parameter_names(cls) -> set[str]:
-    lifecycle = set(inspect.signature(ProgramAgent.__init__).parameters)
-    return (fields | lifecycle) - {'self', 'task'}
-
-  namespace = {
-    '__init__': __init__,
-    'make_program': make_program,
-    'parameter_names': parameter_names,
-    '__doc__': family.__doc__,
-    '__module__': family.__module__,
-  }
-  return type(family.__name__, (ProgramAgent,), namespace)

@@ -14,6 +14,7 @@ import optax
 from trax_rl import envs, types, validation
 from trax_rl import task as task_lib
 from trax_rl.agents import program_agent, value_agents
+from trax_rl.algorithms import n_step
 from trax_rl.algorithms import value as value_lib
 from trax_rl.losses import q_learning
 from trax_rl.networks import base as networks
@@ -214,7 +215,7 @@ class ReplayValueAgent(program_agent.ProgramAgent):
 
   def _example_item(self) -> Any:
     """One replay item, for shapes (no batch axis)."""
-    return value_lib.transition_like(self._task.example_observation())
+    return n_step.transition_like(self._task.example_observation())
 
   def _returns_priorities(self) -> bool:
     """Whether the loss returns priorities (traced once, nothing run)."""

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import policies, types
+from trax_rl.algorithms import n_step
 from trax_rl.algorithms import program as program_lib
 from trax_rl.device import batched_loop
 from trax_rl.device import rollout as rollout_lib
@@ -46,146 +47,15 @@ from trax_rl.supervised import update as update_lib
 NEW_ITEM_PRIORITY = 1.0
 
 
-class Steps(NamedTuple):
-  """Env steps as the n-step builder needs them, `[T, N, ...]`."""
-
-  observation: Any  # o_t
-  action: Any  # a_t
-  reward: Any  # r_t
-  terminated: Any  # bool, ended naturally after a_t
-  truncated: Any  # bool, cut by a time limit after a_t
-  next_observation: Any  # o_{t+1}, the final observation where it ended
-
-
 class ValueLearner(NamedTuple):
   """What the value program trains and carries from rollout to rollout."""
 
   train: train_state_lib.TrainState
-  tail: Steps  # [n - 1, N, ...] each env's last steps, not yet emitted
+  tail: n_step.Steps  # [n - 1, N, ...] each env's last steps, not yet emitted
   tail_valid: Any  # [n - 1, N] bool, False before the first steps exist
   replay: device_table.DeviceReplay
   env_steps: Any  # [] int32, env steps of the training policy so far
   new_items: Any  # [2] int32, keys [first, end) the last observe inserted
-
-
-def transition_like(observation: np.ndarray) -> types.Transition:
-  """A zero transition of `observation`'s shape (no batch axis)."""
-  return types.Transition(
-    observation=observation,
-    action=np.zeros((), np.int32),
-    reward=np.zeros((), np.float32),
-    discount=np.zeros((), np.float32),
-    next_observation=observation,
-  )
-
-
-def n_step_transitions(
-  steps: Steps, valid: jax.Array, n_step: int, gamma: float, count: int
-) -> tuple[types.Transition, jax.Array]:
-  """The n-step transitions of the first `count` steps of `steps`.
-
-  Args:
-    steps: `[count + n_step - 1, N, ...]`, time major, consecutive per env.
-    valid: `[count + n_step - 1, N]` bool, which steps are real.
-    n_step: n >= 1.
-    gamma: discount per step.
-    count: how many steps (from the first) to emit.
-
-  Returns:
-    (Transition `[count, N, ...]`, valid `[count, N]`). For step t with
-    k = min(n, steps until its episode ended): reward sum_{i<k} gamma**i
-    r_{t+i}, discount gamma**k (0 if the episode terminated at t + k),
-    next_observation the observation after step t + k - 1.
-  """
-  window = lambda x: jnp.stack([x[i : i + count] for i in range(n_step)], 1)
-  done = window(steps.terminated | steps.truncated)  # [count, n, N]
-  # alive[:, i]: step t + i still belongs to step t's episode.
-  ended_before = jnp.cumsum(done, axis=1) - done
-  alive = ended_before == 0
-  k = jnp.sum(alive, axis=1)  # [count, N], in [1, n]
-  powers = (gamma ** jnp.arange(n_step, dtype=jnp.float32))[None, :, None]
-  rewards = window(steps.reward.astype(jnp.float32))
-  reward = jnp.sum(jnp.where(alive, powers * rewards, 0.0), axis=1)
-  terminated = jnp.any(alive & window(steps.terminated), axis=1)
-  discount = jnp.where(terminated, 0.0, gamma ** k.astype(jnp.float32))
-  last = jnp.arange(count)[:, None] + k - 1  # [count, N] index into steps
-  env_index = jnp.arange(k.shape[1])[None, :]
-  transition = types.Transition(
-    observation=steps.observation[:count],
-    action=steps.action[:count].astype(jnp.int32),
-    reward=reward,
-    discount=discount.astype(jnp.float32),
-    next_observation=steps.next_observation[last, env_index],
-  )
-  return transition, valid[:count]
-
-
-def complete_transitions(
-  steps: Steps, valid: jax.Array, n_step: int, gamma: float
-) -> tuple[types.Transition, jax.Array]:
-  """The n-step transition of every step of `steps`, and which to emit.
-
-  A step's transition is complete once its n-step window is in, or once
-  its episode ended inside the steps there are: the last n - 1 steps of
-  an env wait for the next rollout unless their episode is over.
-
-  Args:
-    steps: `[L, N, ...]`, time major, consecutive per env.
-    valid: `[L, N]` bool, which steps are real and not yet emitted.
-    n_step: n >= 1.
-    gamma: discount per step.
-
-  Returns:
-    (Transition `[L, N, ...]`, emit `[L, N]` bool: valid and complete).
-  """
-  length = valid.shape[0]
-  pad = n_step - 1
-  padded = jax.tree.map(
-    lambda x: jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)]),
-    steps,
-  )
-  transitions, _ = n_step_transitions(
-    padded,
-    jnp.ones((length + pad,) + valid.shape[1:], bool),
-    n_step,
-    gamma,
-    length,
-  )
-  done = padded.terminated | padded.truncated  # Padding: never done.
-  ended = jnp.any(
-    jnp.stack([done[i : i + length] for i in range(n_step)]), axis=0
-  )
-  in_window = (jnp.arange(length) + pad < length)[:, None]
-  return transitions, valid & (in_window | ended)
-
-
-def align_valid(tail: Any, tail_valid: jax.Array, new: Any, valid: jax.Array):
-  """Joins each env's tail and new steps with its valid steps last.
-
-  Each env's valid new steps are a prefix of `new` (`Rollout.valid`), so
-  `tail ++ new` ends with `T - L_i` invalid steps for env i. Rolling each
-  env's column right by that many puts them first: the joined sequence
-  then ends with the env's latest valid steps, as a rollout of all valid
-  steps would, and what is emitted and carried is the same.
-
-  Args:
-    tail: pytree of `[m, N, ...]`, the steps carried from before.
-    tail_valid: `[m, N]` bool.
-    new: pytree of `[T, N, ...]`.
-    valid: `[T, N]` bool, a prefix per env.
-
-  Returns:
-    (joined pytree `[m + T, N, ...]`, joined valid `[m + T, N]`).
-  """
-  joined = jax.tree.map(
-    lambda a, b: jnp.concatenate([a, b.astype(a.dtype)]), tail, new
-  )
-  ok = jnp.concatenate([tail_valid, valid])
-  size, n_steps = ok.shape[0], valid.shape[0]
-  shift = n_steps - jnp.sum(valid, axis=0)  # [N] invalid new steps
-  source = (jnp.arange(size)[:, None] - shift[None, :]) % size  # [m + T, N]
-  env = jnp.arange(ok.shape[1])[None, :]
-  return jax.tree.map(lambda x: x[source, env], (joined, ok))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +100,7 @@ class ValueProgram:
   axis_name: str | None = None
 
   def example_item(self) -> types.Transition:
-    return transition_like(self.example_observation)
+    return n_step.transition_like(self.example_observation)
 
   def init(self, key: jax.Array) -> ValueLearner:
     """The learner before the first rollout: empty tails and replay."""
@@ -242,7 +112,7 @@ class ValueProgram:
     zeros = lambda shape, dtype: np.zeros(
       (tail_len, self.n_envs) + shape, dtype
     )
-    tail = Steps(
+    tail = n_step.Steps(
       observation=zeros(obs.shape, obs.dtype),
       action=zeros((), np.int32),
       reward=zeros((), np.float32),
@@ -274,7 +144,7 @@ class ValueProgram:
     self, learner: ValueLearner, rollout: rollout_lib.Rollout
   ) -> ValueLearner:
     """Inserts the rollout's n-step transitions (see the module docstring)."""
-    new = Steps(
+    new = n_step.Steps(
       rollout.observation,
       rollout.action.astype(jnp.int32),
       rollout.reward,
@@ -283,10 +153,10 @@ class ValueProgram:
       rollout.next_observation,
     )
     n_steps = rollout.reward.shape[0]
-    joined, valid = align_valid(
+    joined, valid = n_step.align_valid(
       learner.tail, learner.tail_valid, new, rollout.valid
     )
-    transitions, emit = complete_transitions(
+    transitions, emit = n_step.complete_transitions(
       joined, valid, self.n_step, self.gamma
     )
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # Time major.

@@ -22,13 +22,10 @@ from typing import Any
 import jax
 import numpy as np
 from etils import epath
-from jax.experimental import multihost_utils
 
 from trax_rl import checkpoint, metrics, validation
 from trax_rl.run import nonfinite
-from trax_rl.sources import seed_axis
-from trax_rl.supervised import train_state as train_state_lib
-from trax_rl.supervised import update
+from trax_rl.sources import processes, seed_axis
 
 CHECKPOINT_FILE = 'checkpoint.pkl'
 FORMAT = 'program'  # The checkpoint's 'kind'.
@@ -99,16 +96,6 @@ class Runner:
   @property
   def source(self) -> Any:
     return self._source
-
-  @property
-  def source_program(self) -> Any:
-    """The program the source feeds (built for its env columns)."""
-    return self._source.program
-
-  @property
-  def source_n_envs(self) -> int:
-    """The env columns of the source's rollouts."""
-    return self._source.n_envs
 
   @property
   def learner(self) -> Any:
@@ -206,7 +193,11 @@ class Runner:
       start = time.perf_counter()
       evals = self.evaluate()
       nonfinite_before = _n_nonfinite(self._source)
-      steps_before = self._steps_done() if on_nonfinite != 'off' else 0
+      steps_before = (
+        nonfinite.steps_done(self.local_learner())
+        if on_nonfinite != 'off'
+        else 0
+      )
       self._learner, calls = self._source.run_epochs(self._learner, n)
       wall = time.perf_counter() - start
       if on_nonfinite != 'off':
@@ -256,7 +247,9 @@ class Runner:
     if _n_nonfinite(self._source) > observations_before:
       found = (self._seeds[0], 'observation', steps_before)
     if found is None:
-      found = self._first_nonfinite()
+      found = nonfinite.first_in_learner(
+        self.local_learner(), self._seeds, self._source.program.train_name
+      )
     if found is None:
       return
     seed, what, step = found
@@ -268,51 +261,8 @@ class Runner:
     )
     where = f' of seed {seed}' if self._k > 1 else ''
     nonfinite.report(policy, f'{what}{where}', epoch, step, kept)
-    self._clear_health()
-
-  def _train_states(self) -> list[tuple[str, Any]]:
-    is_state = lambda x: isinstance(x, train_state_lib.TrainState)  # noqa: E731
-    found = []
-    flat = jax.tree_util.tree_flatten_with_path(
-      self.local_learner(), is_leaf=is_state
-    )
-    for path, state in flat[0]:
-      if is_state(state) and isinstance(state.health, update.Health):
-        name = _state_name(path, self._source.program.train_name)
-        found.append((name, state))
-    return found
-
-  def _steps_done(self) -> int:
-    steps = [np.max(np.asarray(s.step)) for _, s in self._train_states()]
-    return int(max(steps, default=0))
-
-  def _first_nonfinite(self) -> tuple[int, str, int] | None:
-    """(seed, 'name/what', step) of the first non-finite train state."""
-    states = self._train_states()
-    host = jax.device_get([s for _, s in states])
-    for (name, _), state in zip(states, host):
-      for s, seed in enumerate(self._seeds):
-        one = (
-          state if self._k == 1 else jax.tree.map(lambda x, s=s: x[s], state)
-        )
-        bad = update.describe(one.health)
-        if bad is None and not _finite(one.params):
-          bad = (int(one.step), 'parameters')
-        if bad is not None:
-          return seed, f'{name}/{bad[1]}', bad[0]
-    return None
-
-  def _clear_health(self) -> None:
-    """Forgets recorded non-finite updates ('warn' reports each once)."""
-    zero = np.zeros(() if self._k == 1 else (self._k,), np.int32)
-    is_health = lambda x: isinstance(x, update.Health)  # noqa: E731
-    self.set_learner(
-      jax.tree.map(
-        lambda x: update.Health(zero, zero) if is_health(x) else x,
-        self.local_learner(),
-        is_leaf=is_health,
-      )
-    )
+    # Forgets the recorded non-finite updates: 'warn' reports each once.
+    self.set_learner(nonfinite.cleared(self.local_learner(), self._k))
 
   # Checkpoints.
   def _path(self) -> epath.Path:
@@ -337,31 +287,17 @@ class Runner:
     }
 
   def save(self) -> None:
-    """Writes the checkpoint; the file is the commit point of the call.
+    """Writes the checkpoint; the file is the commit point of the call
+    (across hosts: `processes.save`)."""
+    if self._output_dir is not None:
+      processes.save(self._path(), self.state(), self.epoch)
 
-    In a multi-host job every process other than the chief writes its own
-    state (its row of the learner, its envs and keys) under
-    `processes/<index>/` first; the chief commits once all have (a
-    barrier), so a resume gives every process back its own state.
-    """
-    if self._output_dir is None:
-      return
-    state = self.state()
-    own = process_dir(self._output_dir)
-    job = jax.process_count() > 1
-    if own is not None:
-      checkpoint.save(own / f'checkpoint-{self.epoch}.pkl', state)
-    if job:
-      multihost_utils.sync_global_devices(f'trax_rl wrote {self.epoch}')
-    if own is None:
-      checkpoint.save(self._path(), state)
-    if job:  # Older process states are stale once the chief committed.
-      multihost_utils.sync_global_devices(f'trax_rl saved {self.epoch}')
-    if own is not None:
-      keep = f'checkpoint-{self.epoch}.pkl'
-      for old in own.glob('checkpoint-*.pkl'):
-        if old.name != keep:
-          old.unlink()
+  def _check_agent(self, ckpt: dict[str, Any], path: Any) -> None:
+    if ckpt.get('kind') != FORMAT or ckpt['agent'] != self._name:
+      raise checkpoint.CheckpointError(
+        f'checkpoint {path} was written by {ckpt.get("agent")}, not '
+        f'{self._name}; use another output_dir'
+      )
 
   def load(self, ckpt: dict[str, Any], path: Any) -> None:
     """Restores `state()` output.
@@ -370,11 +306,7 @@ class Runner:
       CheckpointError: of another agent, other seeds, or incomplete.
     """
     try:
-      if ckpt.get('kind') != FORMAT or ckpt['agent'] != self._name:
-        raise checkpoint.CheckpointError(
-          f'checkpoint {path} was written by {ckpt.get("agent")}, not '
-          f'{self._name}; use another output_dir'
-        )
+      self._check_agent(ckpt, path)
       if list(ckpt['seeds']) != self._seeds:
         raise checkpoint.CheckpointError(
           f'checkpoint {path} holds seeds {list(ckpt["seeds"])}, this run '
@@ -403,11 +335,7 @@ class Runner:
       CheckpointError: of another agent, or incomplete.
     """
     try:
-      if ckpt.get('kind') != FORMAT or ckpt['agent'] != self._name:
-        raise checkpoint.CheckpointError(
-          f'checkpoint {path} was written by {ckpt.get("agent")}, not '
-          f'{self._name}'
-        )
+      self._check_agent(ckpt, path)
       seeds = [int(s) for s in ckpt['seeds']]
       i = seeds.index(seed)
       template = jax.tree.map(
@@ -437,15 +365,7 @@ class Runner:
     path = self._path()
     if not path.exists():
       return False
-    ckpt = checkpoint.load(path)
-    own = process_dir(self._output_dir)
-    forked = False
-    if own is not None and 'epoch' in ckpt:
-      mine = own / f'checkpoint-{int(ckpt["epoch"])}.pkl'
-      if mine.exists():
-        path, ckpt = mine, checkpoint.load(mine)
-      else:  # The chief's state; its envs and streams of its own.
-        forked = True
+    path, ckpt, forked = processes.load(path)
     self.load(ckpt, path)
     if forked and hasattr(self._source, 'fork'):
       self._source.fork(self.epoch)
@@ -463,41 +383,9 @@ class Runner:
       self._writer = None
 
 
-def writes_outputs() -> bool:
-  """Whether this process writes output_dir (in a multi-host job: process
-  0; the others read it on resume, and keep their own state apart)."""
-  return jax.process_index() == 0
-
-
-def process_dir(output_dir: str) -> epath.Path | None:
-  """Where this process of a multi-host job keeps its own state (None for
-  the chief and a single process)."""
-  if jax.process_index() == 0:
-    return None
-  return epath.Path(output_dir) / 'processes' / str(jax.process_index())
-
-
 def _n_nonfinite(source: Any) -> int:
   count = getattr(source, 'n_nonfinite', None)
   return 0 if count is None else count()
-
-
-def _finite(params: Any) -> bool:
-  return all(
-    np.isfinite(x).all()
-    for x in jax.tree.leaves(params)
-    if np.issubdtype(np.asarray(x).dtype, np.inexact)
-  )
-
-
-def _state_name(path: Any, train_name: str) -> str:
-  """A train state's name from its path in the learner: 'value', 'policy'
-  (`train_name` for a top-level `train`)."""
-  keys = [getattr(k, 'key', getattr(k, 'name', None)) for k in path]
-  names = [str(k) for k in keys if k is not None]
-  if not names or names[-1] == 'train':
-    return train_name if len(names) <= 1 else names[-2]
-  return names[-1]
 
 
 def _mean(records: list[dict[str, Any]]) -> dict[str, Any]:

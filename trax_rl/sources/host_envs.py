@@ -48,6 +48,19 @@ def pad_steps(n: int) -> int:
   return max(8, 1 << (max(n, 1) - 1).bit_length())
 
 
+def pad_rollouts(parts: list[Any], n_steps: int | None = None) -> Any:
+  """Rollouts `[T_i, N_i]` side by side: `[T, sum N_i]`, padded invalid."""
+  length = n_steps or max(p.reward.shape[0] for p in parts)
+
+  def pad(x):
+    out = np.zeros((length, *x.shape[1:]), x.dtype)
+    out[: x.shape[0]] = x
+    return out
+
+  padded = [jax.tree.map(pad, p) for p in parts]
+  return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *padded)
+
+
 class _SeedEnvs:
   """The N envs of one seed and their episode bookkeeping."""
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from trax_rl import checkpoint
 
 AXIS = 'process'
 
@@ -46,3 +50,59 @@ def local(tree: Any) -> Any:
     return np.asarray(shard)[0]
 
   return jax.tree.map(row, tree)
+
+
+def writes_outputs() -> bool:
+  """Whether this process writes output_dir (in a multi-host job: process
+  0; the others read it on resume, and keep their own state apart)."""
+  return jax.process_index() == 0
+
+
+def process_dir(output_dir: str) -> epath.Path | None:
+  """Where this process of a multi-host job keeps its own state (None for
+  the chief and a single process)."""
+  if jax.process_index() == 0:
+    return None
+  return epath.Path(output_dir) / 'processes' / str(jax.process_index())
+
+
+def save(path: epath.Path, state: dict[str, Any], epoch: int) -> None:
+  """Writes checkpoint `path` (atomically) of epoch `epoch`.
+
+  In a multi-host job every process other than the chief writes its own
+  state (its row of the learner, its envs and keys) under
+  `processes/<index>/` first; the chief commits once all have (a
+  barrier), so a resume gives every process back its own state.
+  """
+  own = process_dir(path.parent)
+  job = jax.process_count() > 1
+  if own is not None:
+    checkpoint.save(own / f'checkpoint-{epoch}.pkl', state)
+  if job:
+    multihost_utils.sync_global_devices(f'trax_rl wrote {epoch}')
+  if own is None:
+    checkpoint.save(path, state)
+  if job:  # Older process states are stale once the chief committed.
+    multihost_utils.sync_global_devices(f'trax_rl saved {epoch}')
+  if own is not None:
+    keep = f'checkpoint-{epoch}.pkl'
+    for old in own.glob('checkpoint-*.pkl'):
+      if old.name != keep:
+        old.unlink()
+
+
+def load(path: epath.Path) -> tuple[epath.Path, dict[str, Any], bool]:
+  """(path, checkpoint, forked) this process resumes from.
+
+  A process other than the chief reads its own state of the chief's epoch;
+  without one (a job grown since), it forks: it takes the chief's state
+  and must draw envs and streams of its own (`forked` True).
+  """
+  ckpt = checkpoint.load(path)
+  own = process_dir(path.parent)
+  if own is None or 'epoch' not in ckpt:
+    return path, ckpt, False
+  mine = own / f'checkpoint-{int(ckpt["epoch"])}.pkl'
+  if mine.exists():
+    return mine, checkpoint.load(mine), False
+  return path, ckpt, True

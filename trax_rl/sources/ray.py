@@ -1,10 +1,8 @@
 """The Ray source: rollout actors play, the learner observes and learns.
 
-Actors (`Actor`, one per Ray actor) each hold their own envs (a one-seed
-`host_envs.HostEnvs`), the program, and a CPU copy of what its policy
-reads (`Program.acting_view`) with its version; they never learn. They
-ship rollouts; the learner process feeds them to the same `train` as the
-other sources, keeps the learner, the records and every checkpoint.
+Rollout actors (`ray_actors`) play and never learn; the learner process
+feeds their rollouts to the same `train` as the other sources and keeps
+the learner, the records and every checkpoint.
 
 - Epoch mode (programs that learn once per epoch: PolicyGradient, the
   actor-critics, Trax's DQN): an epoch is split into units (`n_envs`
@@ -30,7 +28,6 @@ retried call would act with stale parameters.
 """
 
 import collections
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,189 +35,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import compile_options, policies
-from trax_rl.distributed import ray_setup
+from trax_rl import compile_options
 from trax_rl.sources import gymnasium as gym_source
-from trax_rl.sources import host_envs
-
-# () -> the agent the learner trains (built from the run's gin config).
-AgentFactory = Callable[[], Any]
-
-
-def apex_epsilon(slot: int, n_slots: int, base: float, alpha: float) -> float:
-  """Ape-X's epsilon of actor `slot` of `n_slots` (Horgan et al., 2018)."""
-  return float(policies.apex_epsilons(n_slots, base, alpha)[slot])
-
-
-def unit_seed(seed: int, epoch: int, unit: int) -> list[int]:
-  """The env seed of unit `unit` of epoch `epoch`."""
-  return [seed, epoch, unit]
-
-
-def unit_key(seed: int, epoch: int, unit: int) -> np.ndarray:
-  """The acting key stream of unit `unit` of epoch `epoch`."""
-  key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
-  return np.asarray(jax.random.fold_in(jax.random.fold_in(key, epoch), unit))
-
-
-class Actor:
-  """One actor's program, envs and parameters; plays on request.
-
-  Args:
-    agent_factory: builds the learner's agent (no output_dir).
-    slot: this actor's index (its stream seed and epsilon derive from it).
-    n_slots: the number of actors.
-    epsilon: stream mode: this actor's Ape-X rate; None keeps the agent's.
-    incarnation: how many actors held this slot before (reseeds streams).
-  """
-
-  def __init__(
-    self,
-    agent_factory: AgentFactory,
-    slot: int,
-    n_slots: int = 1,
-    epsilon: float | None = None,
-    incarnation: int = 0,
-  ):
-    agent = agent_factory()
-    if epsilon is not None:
-      agent.act_as_rollout_actor(slot, n_slots, epsilon)
-    self._program = agent.program
-    task = agent.task
-    self._env, self._n_envs = task.env_spec, task.n_envs
-    self._max_steps = task.max_steps
-    self._seed = agent.seed
-    self._slot = slot
-    self._view = None
-    self._version = -1
-    self._stream = host_envs.HostEnvs(
-      self._env,
-      self._n_envs,
-      [[task.seed, 3, slot, incarnation]],
-      self._max_steps,
-    )
-    key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 8)
-    self._stream_key = np.asarray(
-      jax.random.fold_in(jax.random.fold_in(key, slot), incarnation)
-    )
-    self._stream_calls = 0
-    self._core = self._initial_core()
-    program = self._program
-
-    def act(view, stream, index, obs, core, first):
-      key = jax.random.fold_in(stream, index)
-      if program.recurrent:
-        return program.act(view, key, obs, 1.0, core, first)
-      action, info = program.act(view, key, obs, 1.0)
-      return action, info, core
-
-    cpu = jax.local_devices(backend='cpu')[0]
-    self._act = compile_options.jit(act, device=cpu)
-
-  def _initial_core(self) -> Any:
-    if self._program.initial_core is None:
-      return ()
-    return self._program.initial_core(self._n_envs)
-
-  def pid(self) -> int:
-    return os.getpid()
-
-  def fetch(self, ref: Any) -> Any:
-    """Resolves a published parameter reference (identity without Ray)."""
-    return ref
-
-  def _sync(self, version: int, box: list[Any]) -> None:
-    # The box keeps Ray from resolving the reference on every call.
-    if version != self._version:
-      self._view = self.fetch(box[0])
-      self._version = version
-
-  def _host_act(self, stream: np.ndarray, counter: list[int]):
-    def act(obs, first, core):
-      action, info, core = self._act(
-        self._view, stream, np.uint32(counter[0]), obs[0], core, first[0]
-      )
-      counter[0] += 1
-      action, info = jax.device_get((action, info))
-      return jax.tree.map(lambda x: np.asarray(x)[None], (action, info)) + (
-        core,
-      )
-
-    return act
-
-  def play_unit(
-    self,
-    version: int,
-    box: list[Any],
-    epoch: int,
-    unit: int,
-    n_episodes: int | None,
-    n_steps: int | None,
-  ) -> tuple[Any, dict[str, Any], int]:
-    """Plays one unit from fresh envs seeded by (seed, epoch, unit).
-
-    Returns:
-      (its Rollout `[T, N, ...]`, its collection stats, the version).
-    """
-    self._sync(version, box)
-    envs = host_envs.HostEnvs(
-      self._env,
-      self._n_envs,
-      [unit_seed(self._seed, epoch, unit)],
-      self._max_steps,
-    )
-    try:
-      collection = envs.collect(
-        self._host_act(unit_key(self._seed, epoch, unit), [0]),
-        self._initial_core(),
-        n_steps=n_steps,
-        n_episodes=n_episodes,
-      )
-    finally:
-      envs.close()
-    return _first_seed(collection), version
-
-  def play_chunk(
-    self, version: int, box: list[Any], n_steps: int
-  ) -> tuple[Any, dict[str, Any], int]:
-    """Plays `n_steps` more steps per env; episodes run on across chunks."""
-    self._sync(version, box)
-    counter = [self._stream_calls]
-    collection = self._stream.collect(
-      self._host_act(self._stream_key, counter), self._core, n_steps=n_steps
-    )
-    self._stream_calls = counter[0]
-    self._core = collection.core
-    return _first_seed(collection), version
-
-
-def _first_seed(collection: host_envs.Collection):
-  """A one-seed collection's rollout `[T, N]` and stats."""
-  rollout = jax.tree.map(lambda x: x[0], collection.rollout)
-  stats = dict(collection.records[0], returns=collection.episode_returns[0])
-  return rollout, stats
-
-
-class RayActor(Actor):
-  """An Actor whose parameters arrive as Ray object references."""
-
-  def fetch(self, ref: Any) -> Any:
-    import ray  # noqa: PLC0415 (runs only inside a Ray actor)
-
-    return ray.get(ref)
-
-
-def pad_rollouts(parts: list[Any], n_steps: int | None = None) -> Any:
-  """Rollouts `[T_i, N_i]` side by side: `[T, sum N_i]`, padded invalid."""
-  length = n_steps or max(p.reward.shape[0] for p in parts)
-
-  def pad(x):
-    out = np.zeros((length, *x.shape[1:]), x.dtype)
-    out[: x.shape[0]] = x
-    return out
-
-  padded = [jax.tree.map(pad, p) for p in parts]
-  return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *padded)
+from trax_rl.sources import host_envs, ray_actors
 
 
 def update_count(learner: Any) -> int:
@@ -261,7 +78,7 @@ class RaySource:
   def __init__(
     self,
     settings: Any,
-    agent_factory: AgentFactory,
+    agent_factory: ray_actors.AgentFactory,
     program: Any,
     local: gym_source.GymnasiumSource,
     seed: int,
@@ -277,7 +94,6 @@ class RaySource:
         'n_interactions_per_epoch, not n_trajectories_per_epoch'
       )
     self._settings = settings
-    self._factory = agent_factory
     self._program = program
     self._columns = n_columns
     self._local = local
@@ -292,11 +108,7 @@ class RaySource:
     self._n_steps_done = 0
     self._version = -1
     self._box: list[Any] = []
-    self._ray = None
-    self._started_ray = False
-    self._actors: list[Any] = []
-    self._incarnations: list[int] = []
-    self._last_death = ''
+    self._pool = ray_actors.ActorPool(settings, agent_factory, stream)
     self._view_fn = compile_options.jit(program.acting_view)
     self._can_observe = (
       None
@@ -327,10 +139,10 @@ class RaySource:
 
   @property
   def restarts(self) -> int:
-    return sum(self._incarnations)
+    return self._pool.restarts
 
   def actor_pids(self) -> list[int]:
-    return self._ray.get([a.pid.remote() for a in self._actors])
+    return self._pool.pids()
 
   def place(self, learner: Any) -> Any:
     return self._local.place(learner)
@@ -338,83 +150,21 @@ class RaySource:
   def set_epochs_per_call(self, k: int) -> None:
     self.epochs_per_call = k
 
-  # Actors.
-  def _start(self) -> None:
-    if self._ray is not None:
-      return
-    s = self._settings
-    self._started_ray = ray_setup.init_ray(s.address, s.local_cpus)
-    self._ray = ray_setup.import_ray(s.address)
-    self._remote = self._ray.remote(
-      num_cpus=s.actor_cpus, max_restarts=0, max_task_retries=0
-    )(RayActor)
-    self._incarnations = [0] * s.n_actors
-    self._actors = [self._spawn(slot) for slot in range(s.n_actors)]
-
-  def _spawn(self, slot: int) -> Any:
-    # Across hosts each learner process drives its own actors: their slots
-    # (stream seeds, Ape-X epsilons) count over every process's actors.
-    s = self._settings
-    n_slots = jax.process_count() * s.n_actors
-    global_slot = jax.process_index() * s.n_actors + slot
-    epsilon = (
-      apex_epsilon(global_slot, n_slots, s.apex_epsilon, s.apex_alpha)
-      if self._stream
-      else None
-    )
-    return self._remote.remote(
-      self._factory, global_slot, n_slots, epsilon, self._incarnations[slot]
-    )
-
-  def _replace(self, slot: int) -> None:
-    self._ray.kill(self._actors[slot], no_restart=True)
-    if self._incarnations[slot] >= self._settings.max_restarts:
-      raise RuntimeError(
-        f'rollout actor {slot} died more than max_restarts='
-        f'{self._settings.max_restarts} times; last: {self._last_death}'
-      )
-    self._incarnations[slot] += 1
-    self._actors[slot] = self._spawn(slot)
-
   def close(self) -> None:
     self._local.close()
-    if self._ray is None:
-      return
-    for actor in self._actors:
-      self._ray.kill(actor, no_restart=True)
-    self._actors = []
-    if self._started_ray:
-      self._ray.shutdown()
-    self._ray = None
+    self._pool.close()
 
   def local(self, learner: Any) -> Any:
     return self._local.local(learner)
 
   def _publish(self, learner: Any, version: int) -> None:
     view = jax.device_get(self._view_fn(self.local(learner)))
-    self._box = [self._ray.put(view)]
+    self._box = [self._pool.put(view)]
     self._version = version
-
-  def _wait(self, refs: list[Any]) -> list[Any]:
-    timeout = self._settings.timeout_s
-    ready, _ = self._ray.wait(refs, num_returns=1, timeout=timeout)
-    if not ready:
-      raise TimeoutError(
-        f'no rollout actor answered within timeout_s={timeout}'
-      )
-    return ready
-
-  def _fetch(self, ref: Any) -> Any:
-    """The work of `ref`; None if its actor died."""
-    try:
-      return self._ray.get(ref)
-    except self._ray.exceptions.RayActorError as e:
-      self._last_death = str(e).strip().splitlines()[-1][:300]
-      return None
 
   # Epochs.
   def run_epochs(self, learner: Any, n: int):
-    self._start()
+    self._pool.start()
     out = []
     for _ in range(n):
       start = time.perf_counter()
@@ -447,7 +197,7 @@ class RaySource:
     in_flight: dict[Any, tuple[int, int]] = {}  # ref -> (slot, unit)
     limit = self._settings.max_in_flight
     while len(done) < len(units):
-      for slot, actor in enumerate(self._actors):
+      for slot, actor in enumerate(self._pool.actors):
         busy = sum(s == slot for s, _ in in_flight.values())
         for _ in range(min(limit - busy, len(pending))):
           unit = pending.popleft()
@@ -457,15 +207,15 @@ class RaySource:
             self._version, self._box, self._epoch, unit_id, *units[unit]
           )
           in_flight[ref] = (slot, unit)
-      for ref in self._wait(list(in_flight)):
+      for ref in self._pool.wait(list(in_flight)):
         slot, unit = in_flight.pop(ref)
-        work = self._fetch(ref)
+        work = self._pool.fetch(ref)
         if work is None:
           lost = [unit] + [u for s, u in in_flight.values() if s == slot]
           for r in [r for r, (s, _) in in_flight.items() if s == slot]:
             del in_flight[r]
           pending.extendleft(sorted(lost, reverse=True))
-          self._replace(slot)
+          self._pool.replace(slot)
           continue
         done[unit] = work
         if self.on_work_done is not None:
@@ -475,7 +225,7 @@ class RaySource:
     if self._n_episodes is not None:
       longest = max(w[0][0].reward.shape[0] for w in works)
       n_steps = host_envs.pad_steps(longest)
-    rollout = pad_rollouts([w[0][0] for w in works], n_steps)
+    rollout = host_envs.pad_rollouts([w[0][0] for w in works], n_steps)
     learner, metrics = self._local.train(learner, _with_seed_axis(rollout))
     record = self._stats([w[0][1] for w in works], rollout)
     record.update(_host(metrics))
@@ -509,7 +259,7 @@ class RaySource:
     # Across hosts the tables are limited as one: one chunk is always
     # welcome where none is in flight.
     always_one = jax.process_count() > 1
-    for slot, actor in enumerate(self._actors):
+    for slot, actor in enumerate(self._pool.actors):
       busy = sum(x == slot for x in in_flight.values())
       while (
         busy < s.max_in_flight
@@ -547,20 +297,19 @@ class RaySource:
       issued = self._request(learner, in_flight, issued)
       if not in_flight:
         break
-      for ref in self._wait(list(in_flight)):
+      for ref in self._pool.wait(list(in_flight)):
         slot = in_flight.pop(ref)
-        work = self._fetch(ref)
+        work = self._pool.fetch(ref)
         if work is None:  # Its in-flight chunks are lost; play them again.
           dead = [r for r, x in in_flight.items() if x == slot]
           for r in dead:
             del in_flight[r]
           lost += 1 + len(dead)
           issued -= (1 + len(dead)) * per_chunk
-          self._replace(slot)
+          self._pool.replace(slot)
           continue
         (rollout, chunk_stats), version = work
-        global_slot = jax.process_index() * s.n_actors + slot
-        rollout = self._in_columns(rollout, global_slot % s.n_actors)
+        rollout = self._in_columns(rollout, slot)
         lags.append(update_count(self.local(learner)) - version)
         learner, m = self._local.train(learner, _with_seed_axis(rollout))
         metrics.append(m)
