@@ -58,9 +58,6 @@ def test_gymnax_config_builds_on_the_device_path_and_checks(config):
   agent = configurables.train_rl(output_dir=None, build_only=True)
   assert agent.task.jax_env is not None
   # Every shipped gymnax config trains in compiled epochs, not from the host.
-  if hasattr(agent, 'program'):  # A program agent.
-    assert isinstance(agent.runner.source, device_source.DeviceSource)
-  else:
-    assert agent.device_program() is not None
+  assert isinstance(agent.runner.source, device_source.DeviceSource)
   assert checks.check(agent)['update'] == 'compiled'
   gin.clear_config()

@@ -242,15 +242,9 @@ def td_k(gamma: float, margin: int) -> Estimator:
     rewards, returns, values, dones, discount_mask, mask=None, terminal=None
   ):
     del returns, terminal  # Every done ends the bootstrap, as in Trax.
-    rewards, values, dones, discount_mask, mask = _prepare(
-      margin,
-      rewards=rewards,
-      values=values,
-      dones=dones,
-      discount_mask=discount_mask,
-      mask=mask,
+    rewards, values, dones, mask, gammas, _ = _prepare_lambda(
+      margin, gamma, 1.0, rewards, values, dones, discount_mask, mask
     )
-    gammas = mask_discount(gamma, discount_mask)
     n = rewards.shape[1] - margin
     advantages = jnp.zeros_like(values[:, :n])
     # Product of discounts so far, zeroed once the episode has terminated or

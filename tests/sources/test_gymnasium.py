@@ -69,6 +69,18 @@ def test_episode_mode_counts_episodes_and_pads_invalid_steps():
   np.testing.assert_array_equal(again.rollout.observation[0, 0, :, 0], 0.0)
 
 
+def test_episode_rollouts_are_padded_to_one_length_when_given():
+  # The program's longest rollout: every epoch has that shape (one compile).
+  envs = host_envs.HostEnvs(_counting((2, 3)), n_envs=3, seeds=[0])
+  c = envs.collect(_ones, n_episodes=4, pad_to=20)
+  assert c.rollout.reward.shape[1] == 20
+  np.testing.assert_array_equal(c.rollout.valid[0].sum(axis=0), [5, 2, 2])
+  assert not c.rollout.valid[0, 5:].any() and not c.rollout.reward[0, 5:].any()
+  # Too short for what was played: the next power of two instead.
+  c = envs.collect(_ones, n_episodes=4, pad_to=3)
+  assert c.rollout.reward.shape[1] == 8
+
+
 def test_seeds_have_their_own_envs():
   envs = host_envs.HostEnvs('CartPole-v1', n_envs=2, seeds=[0, 1])
   r = envs.collect(_ones, n_steps=3).rollout

@@ -92,26 +92,7 @@ def _zero_info(
 ) -> Any:
   """A zero info pytree of one step (no batch axes), as `act` records
   (`learner`: one seed's learner, or its shapes)."""
-  obs = jax.ShapeDtypeStruct(
-    (1, *task.observation_space.shape), task.observation_space.dtype
-  )
-  key = jax.ShapeDtypeStruct((2,), np.uint32)
-  view = jax.eval_shape(program.acting_view, learner)
-  if program.recurrent:
-    core = jax.eval_shape(lambda: program.initial_core(1))
-    first = jax.ShapeDtypeStruct((1,), bool)
-    _, info, _ = jax.eval_shape(
-      lambda v, k, o, c, f: program.act(v, k, o, 1.0, c, f),
-      view,
-      key,
-      obs,
-      core,
-      first,
-    )
-  else:
-    _, info = jax.eval_shape(
-      lambda v, k, o: program.act(v, k, o, 1.0), view, key, obs
-    )
+  _, info = program.act_shapes(learner, task.observation_space, 1)
   return jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), info)
 
 

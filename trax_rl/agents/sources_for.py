@@ -146,8 +146,19 @@ def source(
   return _gymnasium(epochs, program, one, epochs.n_seeds), program
 
 
-def _gymnasium(epochs: Epochs, program: Any, keys: Any, n_seeds: int):
+def _gymnasium(
+  epochs: Epochs, program: Any, keys: Any, n_seeds: int, collector=None
+):
   task = epochs.task
+  # Epochs of episodes fill rollouts of one length (one compile) where
+  # episodes have a cap; without one (a program that stores no rollout)
+  # each epoch's is its own power of two.
+  rollout_steps = None
+  capped = task.max_steps or task.max_episode_steps
+  if epochs.n_trajectories is not None and capped:
+    rollout_steps = max_rollout_steps(
+      epochs.name, task, None, epochs.n_trajectories, collector
+    )
   return gym_source.GymnasiumSource(
     task.env_spec,
     program,
@@ -157,6 +168,7 @@ def _gymnasium(epochs: Epochs, program: Any, keys: Any, n_seeds: int):
     task.max_steps,
     n_steps=epochs.per_env,
     n_episodes=epochs.n_trajectories,
+    rollout_steps=rollout_steps,
     multihost=epochs.multihost,
   )
 
@@ -182,7 +194,7 @@ def _ray(epochs: Epochs, program: Any, make_program, key, collector):
     settings,
     factory,
     program,
-    _gymnasium(epochs, program, key, 1),
+    _gymnasium(epochs, program, key, 1, settings),
     epochs.seed,
     n_envs,
     epochs.n_interactions,

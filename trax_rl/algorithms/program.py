@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from trax_rl.device import rollout as rollout_lib
 
@@ -114,6 +115,32 @@ class Program:
   def acting_view(self, learner: Learner) -> Any:
     """What `act` needs of `learner` (see `acting`)."""
     return learner if self.acting is None else self.acting(learner)
+
+  def act_shapes(
+    self, learner: Learner, observation_space: Any, n: int
+  ) -> tuple[Any, Any]:
+    """The shapes and dtypes of `act`'s (action, info) for n observations
+    of `observation_space` (`learner`: the learner or its shapes)."""
+    obs = jax.ShapeDtypeStruct(
+      (n, *observation_space.shape), observation_space.dtype
+    )
+    view = jax.eval_shape(self.acting_view, learner)
+    key = jax.ShapeDtypeStruct((2,), np.uint32)
+    if not self.recurrent:
+      return jax.eval_shape(
+        lambda v, k, o: self.act(v, k, o, 1.0), view, key, obs
+      )
+    core = jax.eval_shape(lambda: self.initial_core(n))
+    first = jax.ShapeDtypeStruct((n,), bool)
+    action, info, _ = jax.eval_shape(
+      lambda v, k, o, c, f: self.act(v, k, o, 1.0, c, f),
+      view,
+      key,
+      obs,
+      core,
+      first,
+    )
+    return action, info
 
   def train(
     self, learner: Learner, rollout: rollout_lib.Rollout, key: jax.Array

@@ -15,11 +15,10 @@ import jax.numpy as jnp
 
 from trax_rl import types, validation
 from trax_rl.losses import q_parts
-from trax_rl.networks import base as networks_base
 
 
 @dataclasses.dataclass(frozen=True)
-class PrioritizedCategoricalDoubleQLearning:
+class PrioritizedCategoricalDoubleQLearning(q_parts.DeterministicLoss):
   """C51 with double-Q action selection and importance weights.
 
   Bellemare et al., 2017, "A Distributional Perspective on Reinforcement
@@ -40,16 +39,7 @@ class PrioritizedCategoricalDoubleQLearning:
   def __post_init__(self):
     q_parts.check_shared_fields(self)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     t = batch.data
     online = network.apply(params, t.observation)
     target = network.apply(target_params, t.next_observation)
@@ -79,7 +69,7 @@ class PrioritizedCategoricalDoubleQLearning:
 
 
 @dataclasses.dataclass(frozen=True)
-class QrDqn:
+class QrDqn(q_parts.DeterministicLoss):
   """Quantile-regression DQN.
 
   Dabney et al., 2018, "Distributional Reinforcement Learning with Quantile
@@ -104,16 +94,7 @@ class QrDqn:
   def __post_init__(self):
     validation.check_non_negative('huber_param', self.huber_param)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     t = batch.data
     online = network.apply(params, t.observation)
     target = network.apply(target_params, t.next_observation)

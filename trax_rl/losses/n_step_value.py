@@ -7,13 +7,12 @@ import jax.numpy as jnp
 import optax
 
 from trax_rl import advantages, types
-from trax_rl import trajectory as trajectory_lib
-from trax_rl.networks import base as networks
+from trax_rl.losses import q_parts
 from trax_rl.networks import models
 
 
 @dataclasses.dataclass(frozen=True)
-class NStepValueLoss:
+class NStepValueLoss(q_parts.DeterministicLoss):
   """Trax DQN's loss on `[B, T]` trajectory slices, targets inside jit.
 
   Q = network output * value_scale. The target of step t < T - margin is
@@ -49,16 +48,8 @@ class NStepValueLoss:
   smoothl1loss: bool = True
   value_scale: float = 1.0
 
-  def __call__(
-    self,
-    network: networks.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: trajectory_lib.TimeStepBatch,
-    key: types.PRNGKey,
-  ) -> tuple[jax.Array, types.LossExtra]:
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     """Masked mean loss of a `[B, T, ...]` TimeStepBatch."""
-    del key  # Deterministic networks.
 
     def q_of(p):  # [B, T, A]
       out = models.apply_over_time(

@@ -40,11 +40,10 @@ import rlax
 
 from trax_rl import types, validation
 from trax_rl.losses import q_parts
-from trax_rl.networks import base as networks_base
 
 
 @dataclasses.dataclass(frozen=True)
-class QLearning:
+class QLearning(q_parts.DeterministicLoss):
   """Q-learning towards the target network's greedy value (DQN).
 
   Mnih et al., 2015, "Human-level control through deep reinforcement
@@ -63,16 +62,7 @@ class QLearning:
   def __post_init__(self):
     q_parts.check_shared_fields(self)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     td, q_sa = q_parts.q_learning_td(
       network, params, target_params, batch.data, self.max_abs_reward
     )
@@ -81,7 +71,7 @@ class QLearning:
 
 
 @dataclasses.dataclass(frozen=True)
-class RegularizedQLearning:
+class RegularizedQLearning(q_parts.DeterministicLoss):
   """Q-learning plus a penalty on Q(s, a) (DQNReg).
 
   Co-Reyes et al., 2021, "Evolving Reinforcement Learning Algorithms"
@@ -103,16 +93,7 @@ class RegularizedQLearning:
     validation.check_non_negative('regularizer_coeff', self.regularizer_coeff)
     q_parts.check_shared_fields(self)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     td, q_sa = q_parts.q_learning_td(
       network, params, target_params, batch.data, self.max_abs_reward
     )
@@ -122,7 +103,7 @@ class RegularizedQLearning:
 
 
 @dataclasses.dataclass(frozen=True)
-class MunchausenQLearning:
+class MunchausenQLearning(q_parts.DeterministicLoss):
   """Munchausen Q-learning (M-DQN).
 
   Vieillard et al., 2020, "Munchausen Reinforcement Learning"
@@ -153,16 +134,7 @@ class MunchausenQLearning:
     validation.check_non_positive('clip_value_min', self.clip_value_min)
     q_parts.check_shared_fields(self)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     t = batch.data
     tau = self.entropy_temperature
     q_tm1 = network.apply(params, t.observation).q_values
@@ -185,7 +157,7 @@ class MunchausenQLearning:
 
 
 @dataclasses.dataclass(frozen=True)
-class PrioritizedDoubleQLearning:
+class PrioritizedDoubleQLearning(q_parts.DeterministicLoss):
   """Double Q-learning with importance weights; priorities are |td|.
 
   van Hasselt et al., 2016, "Deep Reinforcement Learning with Double
@@ -208,16 +180,7 @@ class PrioritizedDoubleQLearning:
   def __post_init__(self):
     q_parts.check_shared_fields(self)
 
-  def __call__(
-    self,
-    network: networks_base.Network,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> types.LossOutput:
-    """See `types.LossFn.__call__`."""
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     t = batch.data
     q_tm1 = network.apply(params, t.observation).q_values
     q_t_value = network.apply(target_params, t.next_observation).q_values

@@ -20,6 +20,29 @@ from trax_rl.networks import base as networks_base
 _SMALLEST_PROBABILITY = float(jnp.finfo(jnp.float32).tiny)
 
 
+class DeterministicLoss:
+  """A `types.LossFn` of deterministic networks, which need no key.
+
+  A subclass implements `loss(network, params, target_params, batch)`,
+  with `LossFn.__call__`'s arguments but the key.
+  """
+
+  def __call__(
+    self,
+    network: networks_base.Network,
+    params: types.Params,
+    target_params: types.Params,
+    batch: types.Batch,
+    key: types.PRNGKey,
+  ) -> types.LossOutput:
+    """See `types.LossFn.__call__`."""
+    del key  # Deterministic networks.
+    return self.loss(network, params, target_params, batch)
+
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
+    raise NotImplementedError
+
+
 def importance_weights(
   probability: types.Array, exponent: float, offset: float = 0.0
 ) -> jax.Array:

@@ -27,7 +27,6 @@ import rlax
 
 from trax_rl import types, validation
 from trax_rl.losses import q_parts
-from trax_rl.networks import base as networks_base
 
 # Acme R2D2's offset on each sampling probability (its DQN losses have none).
 _PROBABILITY_OFFSET = 1e-6
@@ -78,7 +77,7 @@ def _last_valid(values: jax.Array, valid: jax.Array) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class R2D2Loss:
+class R2D2Loss(q_parts.DeterministicLoss):
   """R2D2's recurrent, prioritized, transformed n-step double Q loss.
 
   Called as `loss(network, params, target_params, batch, key)` with a
@@ -129,15 +128,7 @@ class R2D2Loss:
     )
     validation.check_positive('max_abs_reward', self.max_abs_reward)
 
-  def __call__(
-    self,
-    network: networks_base.RecurrentNetwork,
-    params: types.Params,
-    target_params: types.Params,
-    batch: types.Batch,
-    key: types.PRNGKey,
-  ) -> tuple[jax.Array, types.LossExtra]:
-    del key  # Deterministic networks.
+  def loss(self, network, params, target_params, batch) -> types.LossOutput:
     segment = batch.data
     n_batch = segment.action.shape[0]
     time_major = lambda x: jnp.swapaxes(x, 0, 1)

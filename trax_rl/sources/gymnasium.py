@@ -44,6 +44,9 @@ class GymnasiumSource:
     max_steps: episode-length cap, or None.
     n_steps: steps per env and epoch (epochs counted in env steps); or
     n_episodes: episodes per seed and epoch (epochs counted in episodes).
+    rollout_steps: with n_episodes, the T every epoch's rollout is padded
+      to (the program's longest; one shape, one compile); None: the next
+      power of two of each epoch's length.
     multihost: this process is one of a `jax.distributed` job's: the
       learner is its row of global arrays (`processes`), `train` runs
       vmapped over the processes, and this process's envs, acting keys and
@@ -60,6 +63,7 @@ class GymnasiumSource:
     max_steps: int | None = None,
     n_steps: int | None = None,
     n_episodes: int | None = None,
+    rollout_steps: int | None = None,
     multihost: bool = False,
   ):
     if (n_steps is None) == (n_episodes is None):
@@ -81,6 +85,7 @@ class GymnasiumSource:
     self._max_steps = max_steps
     self._n_steps = n_steps
     self._n_episodes = n_episodes
+    self.rollout_steps = rollout_steps
     self._envs = HostEnvs(env, n_envs, self._seeds, max_steps)
     self._eval_envs = None  # Built on the first evaluation.
     keys = np.asarray(keys)
@@ -210,6 +215,7 @@ class GymnasiumSource:
       self._core,
       n_steps=self._n_steps,
       n_episodes=self._n_episodes,
+      pad_to=self.rollout_steps,
     )
     self._n_acts = counter[0]
     self._core = collection.core
@@ -218,31 +224,19 @@ class GymnasiumSource:
   def example_rollout(self, learner: Any) -> rollout_lib.Rollout:
     """The shapes and dtypes of one epoch's rollout `[T, N, ...]` (one
     seed), for compiling `train` ahead of time."""
-    n_steps = self._n_steps or pad_steps(
-      -(-self._n_episodes // self._n_envs) * (self._max_steps or 1)
+    n_steps = (
+      self._n_steps
+      or self.rollout_steps
+      or pad_steps(
+        -(-self._n_episodes // self._n_envs) * (self._max_steps or 1)
+      )
     )
     obs_space = self._envs.observation_space
+    one = seed_axis.row(learner, 0, self._n_seeds)
+    action, info = self._program.act_shapes(one, obs_space, self._n_envs)
     obs = jax.ShapeDtypeStruct(
       (self._n_envs, *obs_space.shape), obs_space.dtype
     )
-    one = seed_axis.row(learner, 0, self._n_seeds)
-    view = jax.eval_shape(self._program.acting_view, one)
-    key = jax.ShapeDtypeStruct((2,), np.uint32)
-    if self._program.recurrent:
-      core = jax.eval_shape(lambda: self._program.initial_core(self._n_envs))
-      first = jax.ShapeDtypeStruct((self._n_envs,), bool)
-      action, info, _ = jax.eval_shape(
-        lambda v, k, o, c, f: self._program.act(v, k, o, 1.0, c, f),
-        view,
-        key,
-        obs,
-        core,
-        first,
-      )
-    else:
-      action, info = jax.eval_shape(
-        lambda v, k, o: self._program.act(v, k, o, 1.0), view, key, obs
-      )
     time = lambda x: jax.ShapeDtypeStruct((n_steps, *x.shape), x.dtype)
     flag = jax.ShapeDtypeStruct((n_steps, self._n_envs), bool)
     reward = jax.ShapeDtypeStruct((n_steps, self._n_envs), np.float32)

@@ -247,6 +247,7 @@ class HostEnvs:
     core: Any = (),
     n_steps: int | None = None,
     n_episodes: int | None = None,
+    pad_to: int | None = None,
   ) -> 'Collection':
     """Steps every seed's envs until the epoch's steps or episodes are in.
 
@@ -255,6 +256,9 @@ class HostEnvs:
       core: the recurrent policy's state before the first step, or ().
       n_steps: steps per env (epochs counted in env steps); or
       n_episodes: counted episodes per seed (epochs counted in episodes).
+      pad_to: an episode-counted rollout is padded (not valid) to this
+        many steps (one shape for every epoch: one compile), or to the
+        next power of two if None or too short.
 
     Returns:
       A `Collection`: the Rollout (fields `[k, T, N, ...]`, numpy), the
@@ -319,10 +323,11 @@ class HostEnvs:
           valid=valid,
         )
       )
-    length = len(steps)
-    if by_episode:
-      steps += [_invalid_like(steps[-1])] * (pad_steps(length) - length)
     rollout = _stack_time(steps)
+    if by_episode:
+      length = len(steps)
+      total = pad_to if pad_to and pad_to >= length else pad_steps(length)
+      rollout = jax.tree.map(lambda x: _pad_time(x, total), rollout)
     records = []
     for s, e in enumerate(self._envs):
       e.returns.extend(ended_returns[s])
@@ -357,9 +362,10 @@ class HostEnvs:
       e.env.close()
 
 
-def _invalid_like(step: rollout_lib.Rollout) -> rollout_lib.Rollout:
-  """A padding step: zeros, not valid."""
-  return jax.tree.map(np.zeros_like, step)
+def _pad_time(x: np.ndarray, length: int) -> np.ndarray:
+  """`[k, T, ...]` padded with zeros (not valid) to `[k, length, ...]`."""
+  pad = np.zeros((x.shape[0], length - x.shape[1], *x.shape[2:]), x.dtype)
+  return np.concatenate([x, pad], axis=1)
 
 
 def _stack_time(steps: list[rollout_lib.Rollout]) -> rollout_lib.Rollout:

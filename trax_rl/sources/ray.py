@@ -224,7 +224,9 @@ class RaySource:
     n_steps = None
     if self._n_episodes is not None:
       longest = max(w[0][0].reward.shape[0] for w in works)
-      n_steps = host_envs.pad_steps(longest)
+      n_steps = max(
+        self._local.rollout_steps or 0, host_envs.pad_steps(longest)
+      )
     rollout = host_envs.pad_rollouts([w[0][0] for w in works], n_steps)
     learner, metrics = self._local.train(learner, _with_seed_axis(rollout))
     record = self._stats([w[0][1] for w in works], rollout)
