@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from trax_rl.device import rollout as rollout_lib
+from trax_rl.supervised import train_state
 
 Learner = Any
 
@@ -113,8 +114,14 @@ class Program:
     return self.initial_core is not None
 
   def acting_view(self, learner: Learner) -> Any:
-    """What `act` needs of `learner` (see `acting`)."""
-    return learner if self.acting is None else self.acting(learner)
+    """What `act` needs of `learner` (see `acting`), its train states
+    without what only updates read (optimizer state, target parameters):
+    fewer arguments for every acting call, less to ship to actors."""
+    view = learner if self.acting is None else self.acting(learner)
+    is_state = lambda x: isinstance(x, train_state.TrainState)  # noqa: E731
+    return jax.tree.map(
+      lambda x: x.acting() if is_state(x) else x, view, is_leaf=is_state
+    )
 
   def act_shapes(
     self, learner: Learner, observation_space: Any, n: int

@@ -189,11 +189,11 @@ class GymnasiumSource:
         learner, streams, np.uint32(counter[0]), obs, core, first
       )
       counter[0] += 1
-      action, info = jax.device_get((action, info))
+      action = np.asarray(action)
+      info = jax.device_get(info) if info else info
       if squeeze:
-        action, info = jax.tree.map(
-          lambda x: np.asarray(x)[None], (action, info)
-        )
+        action = action[None]
+        info = jax.tree.map(lambda x: np.asarray(x)[None], info)
       return action, info, core
 
     return act

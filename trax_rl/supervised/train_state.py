@@ -20,3 +20,8 @@ class TrainState(NamedTuple):
   step: jax.Array  # int32 scalar: updates applied so far.
   key: jax.Array  # [2] uint32.
   health: Any = ()  # update.Health, or () when not checked.
+
+  def acting(self) -> 'TrainState':
+    """What acting reads: the state without optimizer state, target
+    parameters and health (they stay `()`)."""
+    return self._replace(target_params=(), opt_state=(), health=())
