@@ -22,9 +22,9 @@ _CHILD = r"""
 import json, sys, time
 from trax_rl import configurables
 config, n_seeds, seed, epochs, bindings = json.loads(sys.argv[1])
-configurables.parse(config, bindings)
+configurables.parse([config], bindings)
 agent = configurables.query('train_rl.agent_class').selector
-configurables.parse(config, bindings + [
+configurables.parse([config], bindings + [
   f'RLTask.seed = {seed}', f'{agent}.seed = {seed}',
   f'{agent}.n_eval_episodes = 0', f'train_rl.n_epochs = {epochs}',
   f'train_rl.n_seeds = {n_seeds}',

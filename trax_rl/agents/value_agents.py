@@ -74,7 +74,9 @@ class DQN(program_agent.ProgramAgent):
   targets come from `advantage_estimator` (td_k: n-step with n = margin =
   max_slice_length - 1) over target-network values, inside the jitted loss.
   As in Trax, the target network takes the params at the start of every
-  epoch's training, and also every `sync_freq` updates. The whole epoch is
+  epoch's training, and after it if the update count is a multiple of
+  `sync_freq` (`sync_within_epoch` syncs every `sync_freq` updates as they
+  run instead); it explores only at temperature 1. The whole epoch is
   `algorithms.trax_dqn.TraxDQNProgram`, on every source.
   """
 
@@ -104,6 +106,7 @@ class DQN(program_agent.ProgramAgent):
     max_gradient_norm: float | None = None,
     exploration_rate: ExplorationRate = trax_exploration_rate,
     sync_freq: int = 1000,
+    sync_within_epoch: bool = False,
     **kwargs,
   ):
     """Configures DQN.
@@ -143,9 +146,14 @@ class DQN(program_agent.ProgramAgent):
         schedule of the update number (gin: `@constant_lr`, `@multifactor`).
       max_gradient_norm: clip gradients to this global norm (None: off).
       exploration_rate: epsilon of the epsilon-greedy policy at temperature
-        > 0: a float, or a zero-argument factory of a schedule of the epoch.
-      sync_freq: copy the params into the target network every this many
-        updates.
+        1 (Trax's: other temperatures act greedily): a float, or a
+        zero-argument factory of a schedule of the epoch.
+      sync_freq: with `sync_within_epoch`, copy the params into the target
+        network every this many updates; without (Trax's), after an epoch
+        whose updates so far are a multiple of it.
+      sync_within_epoch: sync during the epoch's updates, not only at its
+        boundaries (not Trax's; `gin/dqn_cartpole.gin` was measured with
+        it).
       **kwargs: for `ProgramAgent` (n_interactions_per_epoch,
         n_eval_episodes, seed, output_dir...).
 
@@ -205,6 +213,7 @@ class DQN(program_agent.ProgramAgent):
       eval_steps=value_eval_steps,
       sync_freq=sync_freq,
       sync_each_epoch=bool(sync_each_epoch),
+      sync_within_epoch=bool(sync_within_epoch),
     )
 
   def make_program(self, n_envs: int):

@@ -12,7 +12,9 @@
   evaluation of the loss on `eval_steps` batches drawn with keys of their
   own (so evaluating changes no update). Each update is `NStepValueLoss`
   on a batch of `[B, L]` slices drawn uniformly among all (trajectory,
-  start) pairs, the target synced every `sync_freq` updates.
+  start) pairs. As Trax, the target is synced again after the updates if
+  their count is a multiple of `sync_freq`; with `sync_within_epoch`,
+  every `sync_freq` updates as they run instead.
 """
 
 import dataclasses
@@ -61,7 +63,10 @@ class TraxDQNProgram:
     evals_per_epoch: rounds per epoch, each followed by an evaluation.
     eval_steps: batches per evaluation (0: none).
     sync_freq: target sync period in updates.
-    sync_each_epoch: also sync the target before each epoch's updates.
+    sync_each_epoch: sync the target before each epoch's updates.
+    sync_within_epoch: sync every `sync_freq` updates as they run; False
+      (Trax's): only after the epoch's updates, when the update count is a
+      multiple of `sync_freq`.
     axis_name: across hosts, the processes' mapped axis (gradients averaged).
   """
 
@@ -82,6 +87,7 @@ class TraxDQNProgram:
   eval_steps: int
   sync_freq: int
   sync_each_epoch: bool
+  sync_within_epoch: bool = False
   axis_name: str | None = None
 
   def init(self, key: jax.Array) -> DQNLearner:
@@ -102,9 +108,11 @@ class TraxDQNProgram:
     return learner._replace(ring=())
 
   def act(self, learner: DQNLearner, key, obs, temperature: float):
-    """Epsilon-greedy at the rate of the epoch being collected."""
+    """Epsilon-greedy at the rate of the epoch being collected, at
+    temperature 1 only: as Trax's `DQN.policy`, any other temperature
+    (0, evaluation) acts greedily."""
     q_values = self.network.apply(learner.train.params, obs).q_values
-    if temperature == 0:
+    if temperature != 1:
       return jnp.argmax(q_values, axis=-1), {}
     epsilon = self.exploration(learner.epoch + 1)
     return policies.epsilon_greedy(q_values, key, epsilon), {}
@@ -142,7 +150,7 @@ class TraxDQNProgram:
       self.network,
       self.loss_fn,
       self.optimizer,
-      self.sync_freq,
+      self.sync_freq if self.sync_within_epoch else None,
       axis_name=self.axis_name,
     )
     per_round = self.train_steps // self.evals_per_epoch
@@ -171,6 +179,15 @@ class TraxDQNProgram:
     )
     eval_keys = jax.random.split(eval_key, self.evals_per_epoch)
     state, (metrics, evals) = jax.lax.scan(one_round, state, (keys, eval_keys))
+    if not self.sync_within_epoch:  # Trax's end-of-epoch sync.
+      synced = state.step % self.sync_freq == 0
+      state = state._replace(
+        target_params=jax.tree.map(
+          lambda p, t: jnp.where(synced, p, t),
+          state.params,
+          state.target_params,
+        )
+      )
     record = {f'value/{k}': jnp.mean(v) for k, v in metrics.items()}
     record['value/exploration_rate'] = self.exploration(epoch)
     record.update({f'value_eval/{k}': v[-1] for k, v in evals.items()})
