@@ -31,6 +31,7 @@ class RLTask:
     max_steps: int | None = None,
     n_envs: int = 1,
     seed: int = 0,
+    n_replay_epochs: int = 1,
   ):
     """Configures the task.
 
@@ -47,11 +48,17 @@ class RLTask:
         truncated (it bootstraps). Eval may pass a smaller cap.
       n_envs: number of env copies stepped in lockstep.
       seed: seeds env resets and random actions.
+      n_replay_epochs: epochs of trajectories the task keeps besides the
+        current one, as Trax's RLTask: a `DQN` learns from at most this
+        + 1 epochs whatever its own `n_replay_epochs` (Trax's DQN never
+        widens the task's window; the policy and actor-critic agents do,
+        so it does not limit them).
     """
     if not 0.0 <= gamma <= 1.0:
       raise ValueError(f'gamma must be in [0, 1], got {gamma}')
     validation.check_count('max_steps', max_steps, 1)
     validation.check_count('n_envs', n_envs, 1)
+    validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     if isinstance(initial_trajectories, bool) or (
       isinstance(initial_trajectories, int) and initial_trajectories < 0
     ):
@@ -76,6 +83,7 @@ class RLTask:
     self._max_steps = max_steps
     self._n_envs = n_envs
     self._seed = seed
+    self._n_replay_epochs = n_replay_epochs
 
   @property
   def env(self) -> gym.vector.VectorEnv:
@@ -103,6 +111,10 @@ class RLTask:
   @property
   def max_steps(self) -> int | None:
     return self._max_steps
+
+  @property
+  def n_replay_epochs(self) -> int:
+    return self._n_replay_epochs
 
   @property
   def n_envs(self) -> int:

@@ -113,3 +113,39 @@ def test_sync_within_epoch_is_the_named_difference():
   agent.run(1)
   target = jax.tree.map(np.asarray, agent.learner.train.target_params)
   assert _differ(target, before) and _differ(target, _params(agent))
+
+
+def _trax_window(dqn_epochs, task_epochs, current):
+  """The epochs Trax's DQN samples from after collecting epoch `current`:
+  the task keeps ids >= current - task_epochs (`RLTask.collect_trajectories`)
+  and the DQN asks for ids -1 .. -dqn_epochs modulo current + 1
+  (`RLTask._trajectory_stream`)."""
+  kept = {e for e in range(current + 1) if e >= current - task_epochs}
+  asked = {-(i + 1) % (current + 1) for i in range(dqn_epochs)}
+  return kept & asked
+
+
+@pytest.mark.parametrize(
+  'dqn_epochs, task_epochs', [(500, 1), (5, 1), (5, 9), (3, 2)]
+)
+def test_replay_window_is_the_task_s(dqn_epochs, task_epochs):
+  t = task.RLTask(
+    lambda: fake_envs.CountingEnv((5, 8)),
+    n_envs=2,
+    gamma=0.9,
+    max_steps=10,
+    initial_trajectories=0,
+    n_replay_epochs=task_epochs,
+  )
+  agent = value_agents.DQN(
+    t,
+    value_model=functools.partial(models.Quality, body=lambda: nn.Dense(4)),
+    value_batch_size=4,
+    max_slice_length=3,
+    margin=1,
+    n_interactions_per_epoch=20,
+    n_replay_epochs=dqn_epochs,
+  )
+  # The ring holds as many epochs as Trax's window has once it is full.
+  window = _trax_window(dqn_epochs, task_epochs, current=1000)
+  assert agent.learner.ring.position.shape[0] == len(window)

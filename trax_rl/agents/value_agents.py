@@ -125,7 +125,9 @@ class DQN(program_agent.ProgramAgent):
       double_dqn: double Q-learning targets (van Hasselt et al., 2016).
       value_batch_size: slices per update.
       value_train_steps_per_epoch: updates per epoch.
-      n_replay_epochs: replay = trajectories of the last this many epochs.
+      n_replay_epochs: replay = trajectories of the last this many epochs,
+        at most `RLTask.n_replay_epochs + 1` (Trax's: the task keeps no
+        more).
       scale_value_targets: the network predicts Q * (1 - gamma), so that its
         outputs stay near [-1, 1] whatever the reward scale (Trax's).
       value_evals_per_epoch: the epoch's updates run in this many equal
@@ -204,7 +206,8 @@ class DQN(program_agent.ProgramAgent):
       value_scale=scale,
     )
     self._knobs = dict(
-      n_replay_epochs=n_replay_epochs,
+      # Trax's task keeps n + 1 epochs, and the DQN samples among those.
+      n_replay_epochs=min(n_replay_epochs, task.n_replay_epochs + 1),
       batch_size=value_batch_size,
       slice_length=max_slice_length,
       margin=margin,
