@@ -154,7 +154,12 @@ def test_slices_equal_the_host_streams(length, margin):
 
 def _agent(output_dir=None, seed=0, **overrides):
   task = task_lib.RLTask(
-    'gymnax:CartPole-v1', gamma=0.99, n_envs=4, max_steps=200, seed=seed
+    'gymnax:CartPole-v1',
+    gamma=0.99,
+    n_envs=4,
+    max_steps=200,
+    seed=seed,
+    n_replay_epochs=20,
   )
   kwargs = dict(
     value_body=lambda: models.MLP(layer_widths=(32, 32)),
@@ -166,6 +171,7 @@ def _agent(output_dir=None, seed=0, **overrides):
     double_dqn=True,
     n_replay_epochs=20,
     sync_freq=64,
+    sync_within_epoch=True,
     exploration_rate=lambda: lr_schedules.multifactor(
       factors='constant * decay_every',
       constant=1.0,
