@@ -259,7 +259,7 @@ def test_knob_changes_behaviour(agent_name, knob, value):
   [
     ('PolicyGradient.n_replay_epochs = 3', 'PolicyGradient sets'),
     ('R2D2.n_step = 3', 'R2D2 sets n_step itself'),
-    ('RLTask.replay_epochs = 3', 'unknown gin binding RLTask.replay_epochs'),
+    ('RLTask.replay_epochs = 3', "parameter named 'replay_epochs'"),
     ('ReplayValueAgent.value_evals_per_epoch = 2', 'value_evals_per_epoch'),
   ],
 )
