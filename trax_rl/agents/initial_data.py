@@ -78,7 +78,9 @@ def observe(
   total = rollout.valid.shape[1]
   for start in range(0, total, length):
     part = jax.tree.map(
-      lambda x, start=start: _pad_time(x[:, start : start + length], length),
+      lambda x, start=start: host_envs.pad_axis(
+        x[:, start : start + length], length, 1
+      ),
       rollout,
     )
     if n == 1:
@@ -94,12 +96,6 @@ def _zero_info(
   (`learner`: one seed's learner, or its shapes)."""
   _, info = program.act_shapes(learner, task.observation_space, 1)
   return jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), info)
-
-
-def _pad_time(x: np.ndarray, length: int) -> np.ndarray:
-  """`[k, t, ...]` zero-padded to `[k, length, ...]`."""
-  pad = [(0, 0), (0, length - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
-  return np.pad(x, pad)
 
 
 def _tile(tree: Any, shape: tuple[int, ...]) -> Any:

@@ -239,15 +239,21 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     self.runner.set_learner(learner)
 
   # Building.
-  def max_rollout_steps(self) -> int:
-    """The longest rollout `[T, N]` a source gives the program (its T)."""
-    return sources_for.max_rollout_steps(
+  def _epochs(self, n_seeds: int = 1) -> sources_for.Epochs:
+    return sources_for.Epochs(
       type(self).__name__,
+      self._seed,
       self._task,
+      n_seeds,
       self._n_interactions_per_epoch,
       self._n_trajectories_per_epoch,
-      None if self._collector is None else self._collector[0],
+      self._axis_name is not None,
     )
+
+  def max_rollout_steps(self) -> int:
+    """The longest rollout `[T, N]` a source gives the program (its T)."""
+    collector = None if self._collector is None else self._collector[0]
+    return sources_for.max_rollout_steps(self._epochs(), collector)
 
   def seeds(self, n_seeds: int) -> list[int]:
     return [self._seed + i for i in range(n_seeds)]
@@ -265,15 +271,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     keys = [sources_for.seed_keys(s) for s in seeds]
     stacked = lambda name: np.stack([k[name] for k in keys])  # noqa: E731
     source, program = sources_for.source(
-      sources_for.Epochs(
-        type(self).__name__,
-        self._seed,
-        self._task,
-        n_seeds,
-        self._n_interactions_per_epoch,
-        self._n_trajectories_per_epoch,
-        self._axis_name is not None,
-      ),
+      self._epochs(n_seeds),
       self.program,
       self.make_program,
       stacked('source'),

@@ -53,6 +53,11 @@ class Epochs:
   multihost: bool
 
   @property
+  def cap(self) -> int | None:
+    """The episode-length cap: RLTask.max_steps, else the env's own."""
+    return self.task.max_steps or self.task.max_episode_steps
+
+  @property
   def per_env(self) -> int | None:
     """Env steps per env of an epoch counted in steps."""
     if self.n_interactions is None:
@@ -82,13 +87,7 @@ def check_epochs(
     )
 
 
-def max_rollout_steps(
-  name: str,
-  task: task_lib.RLTask,
-  n_interactions: int | None,
-  n_trajectories: int | None,
-  collector: Any,
-) -> int:
+def max_rollout_steps(epochs: Epochs, collector: Any) -> int:
   """The longest rollout `[T, N]` a source gives the program (its T).
 
   Epochs of env steps: `ceil(n_interactions / n_envs)` (or the rollout
@@ -96,21 +95,25 @@ def max_rollout_steps(
   plays at most n - N + 1 of them, each at most the episode-length cap
   long; the rollout is padded to a power of two.
 
+  Args:
+    epochs: the agent's epochs.
+    collector: the `RayCollector`'s knobs, or None.
+
   Raises:
     ValueError: epochs of episodes without an episode-length cap.
   """
   chunk = 0 if collector is None else collector.chunk_length
-  if n_interactions is not None:
-    return max(-(-n_interactions // task.n_envs), chunk)
-  cap = task.max_steps or task.max_episode_steps
-  if cap is None:
+  if epochs.n_interactions is not None:
+    return max(epochs.per_env, chunk)
+  if epochs.cap is None:
     raise ValueError(
-      f'{name} stores whole episodes of epochs counted in episodes: give '
-      'them a length cap (RLTask.max_steps)'
+      f'{epochs.name} stores whole episodes of epochs counted in episodes: '
+      'give them a length cap (RLTask.max_steps)'
     )
-  n = n_trajectories
-  per_env = 1 if collector is not None else n - min(n, task.n_envs) + 1
-  return host_envs.pad_steps(per_env * cap)
+  n = epochs.n_trajectories
+  n_envs = epochs.task.n_envs
+  per_env = 1 if collector is not None else n - min(n, n_envs) + 1
+  return host_envs.pad_steps(per_env * epochs.cap)
 
 
 def source(
@@ -143,27 +146,22 @@ def source(
     return device_source.DeviceSource(
       task.jax_env, program, task.n_envs, epochs.per_env, task.max_steps, one
     ), program
-  return _gymnasium(epochs, program, one, epochs.n_seeds), program
+  return _gymnasium(epochs, program, one), program
 
 
-def _gymnasium(
-  epochs: Epochs, program: Any, keys: Any, n_seeds: int, collector=None
-):
+def _gymnasium(epochs: Epochs, program: Any, keys: Any, collector=None):
   task = epochs.task
   # Epochs of episodes fill rollouts of one length (one compile) where
   # episodes have a cap; without one (a program that stores no rollout)
   # each epoch's is its own power of two.
   rollout_steps = None
-  capped = task.max_steps or task.max_episode_steps
-  if epochs.n_trajectories is not None and capped:
-    rollout_steps = max_rollout_steps(
-      epochs.name, task, None, epochs.n_trajectories, collector
-    )
+  if epochs.n_trajectories is not None and epochs.cap:
+    rollout_steps = max_rollout_steps(epochs, collector)
   return gym_source.GymnasiumSource(
     task.env_spec,
     program,
     task.n_envs,
-    [task.seed + i for i in range(n_seeds)],
+    [task.seed + i for i in range(epochs.n_seeds)],
     keys,
     task.max_steps,
     n_steps=epochs.per_env,
@@ -194,7 +192,7 @@ def _ray(epochs: Epochs, program: Any, make_program, key, collector):
     settings,
     factory,
     program,
-    _gymnasium(epochs, program, key, 1, settings),
+    _gymnasium(epochs, program, key, settings),
     epochs.seed,
     n_envs,
     epochs.n_interactions,

@@ -48,16 +48,17 @@ def pad_steps(n: int) -> int:
   return max(8, 1 << (max(n, 1) - 1).bit_length())
 
 
+def pad_axis(x: np.ndarray, length: int, axis: int) -> np.ndarray:
+  """`x` zero-padded (zeros are not valid) to `length` along `axis`."""
+  pad = [(0, 0)] * x.ndim
+  pad[axis] = (0, length - x.shape[axis])
+  return np.pad(x, pad)
+
+
 def pad_rollouts(parts: list[Any], n_steps: int | None = None) -> Any:
   """Rollouts `[T_i, N_i]` side by side: `[T, sum N_i]`, padded invalid."""
   length = n_steps or max(p.reward.shape[0] for p in parts)
-
-  def pad(x):
-    out = np.zeros((length, *x.shape[1:]), x.dtype)
-    out[: x.shape[0]] = x
-    return out
-
-  padded = [jax.tree.map(pad, p) for p in parts]
+  padded = [jax.tree.map(lambda x: pad_axis(x, length, 0), p) for p in parts]
   return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *padded)
 
 
@@ -327,7 +328,7 @@ class HostEnvs:
     if by_episode:
       length = len(steps)
       total = pad_to if pad_to and pad_to >= length else pad_steps(length)
-      rollout = jax.tree.map(lambda x: _pad_time(x, total), rollout)
+      rollout = jax.tree.map(lambda x: pad_axis(x, total, 1), rollout)
     records = []
     for s, e in enumerate(self._envs):
       e.returns.extend(ended_returns[s])
@@ -360,12 +361,6 @@ class HostEnvs:
   def close(self) -> None:
     for e in self._envs:
       e.env.close()
-
-
-def _pad_time(x: np.ndarray, length: int) -> np.ndarray:
-  """`[k, T, ...]` padded with zeros (not valid) to `[k, length, ...]`."""
-  pad = np.zeros((x.shape[0], length - x.shape[1], *x.shape[2:]), x.dtype)
-  return np.concatenate([x, pad], axis=1)
 
 
 def _stack_time(steps: list[rollout_lib.Rollout]) -> rollout_lib.Rollout:
