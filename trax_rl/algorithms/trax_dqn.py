@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from trax_rl import policies
 from trax_rl.algorithms import program as program_lib
@@ -180,14 +181,10 @@ class TraxDQNProgram:
     eval_keys = jax.random.split(eval_key, self.evals_per_epoch)
     state, (metrics, evals) = jax.lax.scan(one_round, state, (keys, eval_keys))
     if not self.sync_within_epoch:  # Trax's end-of-epoch sync.
-      synced = state.step % self.sync_freq == 0
-      state = state._replace(
-        target_params=jax.tree.map(
-          lambda p, t: jnp.where(synced, p, t),
-          state.params,
-          state.target_params,
-        )
+      target = optax.periodic_update(
+        state.params, state.target_params, state.step, self.sync_freq
       )
+      state = state._replace(target_params=target)
     record = {f'value/{k}': jnp.mean(v) for k, v in metrics.items()}
     record['value/exploration_rate'] = self.exploration(epoch)
     record.update({f'value_eval/{k}': v[-1] for k, v in evals.items()})
