@@ -76,7 +76,9 @@ class DQN(program_agent.ProgramAgent):
   As in Trax, the target network takes the params at the start of every
   epoch's training, and after it if the update count is a multiple of
   `sync_freq` (`sync_within_epoch` syncs every `sync_freq` updates as they
-  run instead); it explores only at temperature 1. The whole epoch is
+  run instead); it explores only at temperature 1; as Trax's, slices lie
+  inside their trajectory, so a trajectory's last `margin` steps get no
+  target (`train_final_steps` trains them). The whole epoch is
   `algorithms.trax_dqn.TraxDQNProgram`, on every source.
   """
 
@@ -107,6 +109,7 @@ class DQN(program_agent.ProgramAgent):
     exploration_rate: ExplorationRate = trax_exploration_rate,
     sync_freq: int = 1000,
     sync_within_epoch: bool = False,
+    train_final_steps: bool = False,
     **kwargs,
   ):
     """Configures DQN.
@@ -156,6 +159,12 @@ class DQN(program_agent.ProgramAgent):
       sync_within_epoch: sync during the epoch's updates, not only at its
         boundaries (not Trax's; `gin/dqn_cartpole.gin` was measured with
         it).
+      train_final_steps: also draw slices that start in a trajectory's
+        last `margin` steps, padded past its end (the final observation,
+        then zeros; mask 0, done True), so that every step, the terminal
+        one included, gets a target. False (Trax's, whose slices lie inside
+        their trajectory): those steps never get one, so a terminal
+        reward never reaches the Q-values (`gin/dqn_cartpole.gin` sets it).
       **kwargs: for `ProgramAgent` (n_interactions_per_epoch,
         n_eval_episodes, seed, output_dir...).
 
@@ -217,6 +226,7 @@ class DQN(program_agent.ProgramAgent):
       sync_freq=sync_freq,
       sync_each_epoch=bool(sync_each_epoch),
       sync_within_epoch=bool(sync_within_epoch),
+      train_final_steps=bool(train_final_steps),
     )
 
   def make_program(self, n_envs: int):

@@ -14,7 +14,11 @@
   on a batch of `[B, L]` slices drawn uniformly among all (trajectory,
   start) pairs. As Trax, the target is synced again after the updates if
   their count is a multiple of `sync_freq`; with `sync_within_epoch`,
-  every `sync_freq` updates as they run instead.
+  every `sync_freq` updates as they run instead. As Trax's
+  (`trajectory_batch_stream(margin=0)`), a slice lies inside its
+  trajectory, so the last `margin` steps of each (its terminal step
+  included) never get a target; `train_final_steps` also starts slices
+  there, padded past the end (final observation, done), so they do.
 """
 
 import dataclasses
@@ -59,7 +63,10 @@ class TraxDQNProgram:
     gamma: the task's discount.
     batch_size: slices per update.
     slice_length: L.
-    margin: m.
+    margin: m, td_k's n: the first L - m rows of a slice get targets.
+    train_final_steps: start slices at a trajectory's last m steps too,
+      padded past its end, so every step gets a target; False (Trax's):
+      only the steps with m more after them in the trajectory do.
     train_steps: updates per epoch.
     evals_per_epoch: rounds per epoch, each followed by an evaluation.
     eval_steps: batches per evaluation (0: none).
@@ -89,7 +96,13 @@ class TraxDQNProgram:
   sync_freq: int
   sync_each_epoch: bool
   sync_within_epoch: bool = False
+  train_final_steps: bool = False
   axis_name: str | None = None
+
+  @property
+  def _padding(self) -> int:
+    """Rows a slice may reach past its trajectory's end."""
+    return self.margin if self.train_final_steps else 0
 
   def init(self, key: jax.Array) -> DQNLearner:
     train = update_lib.init_state(
@@ -128,7 +141,7 @@ class TraxDQNProgram:
 
   def _sample(self, ring, cdf, key):
     index = slices.draw(cdf, key, self.batch_size)
-    return slices.gather(ring, index, self.slice_length, self.margin)
+    return slices.gather(ring, index, self.slice_length, self._padding)
 
   def _evaluate(self, train, ring, cdf, key) -> dict[str, jax.Array]:
     """Mean loss metrics over `eval_steps` fresh batches."""
@@ -157,7 +170,9 @@ class TraxDQNProgram:
     per_round = self.train_steps // self.evals_per_epoch
     epoch = learner.epoch + 1
     ring = learner.ring
-    weights = slices.start_weights(ring, self.slice_length, self.margin, False)
+    weights = slices.start_weights(
+      ring, self.slice_length, self._padding, False
+    )
     cdf = jnp.cumsum(weights)
     state = learner.train
     if self.sync_each_epoch:
