@@ -203,7 +203,7 @@ KNOBS = [
   ('PPOJoint', 'value_loss_coeff', 2.0),
   ('PPOJoint', 'advantage_normalization', False),
   ('PolicyGradient', 'batch_size', 8),
-  ('PolicyGradient', 'policy_eval_steps', 0),
+  ('PolicyGradient', 'n_eval_batches', 2),
   ('ExpertIteration', 'quantile', 0.0),
   ('DQN', 'smoothl1loss', False),
   ('DQN', 'value_evals_per_epoch', 2),

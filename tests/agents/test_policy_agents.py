@@ -160,24 +160,50 @@ def test_checkpoint_of_another_agent_is_refused(tmp_path):
     )
 
 
-def test_per_epoch_network_evaluation_is_recorded():
+def test_network_evaluation_at_trax_loop_steps():
   records = []
-  agent = _pg(
+  keep = lambda agent, record: records.append(record)  # noqa: E731
+  # Trax's Loop default: after update 1 and every 100th.
+  agent = _pg(n_envs=2, n_trajectories_per_epoch=2, n_train_steps_per_epoch=60)
+  agent.run(2, callbacks=[keep])
+  assert int(agent.learner.train.step) == 120
+  assert [r['policy_eval/step'] for r in records] == [1, 100]
+  assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(records[0])
+  assert {
+    'policy_eval/advantage_std',
+    'policy_eval/weight_std',
+    'policy_eval/weight_min',
+    'policy_eval/weight_max',
+  } <= set(records[0])
+  # A predicate of the step, asked on the host; the latest evaluation is
+  # carried until the next one.
+  records.clear()
+  odd = _pg(
     n_envs=2,
     n_trajectories_per_epoch=2,
     n_train_steps_per_epoch=4,
-    policy_evals_per_epoch=2,
-    policy_eval_steps=1,
+    network_eval_at=lambda step: step in (3, 6),
+    n_eval_batches=2,
   )
-  agent.run(1, callbacks=[lambda agent, record: records.append(record)])
-  assert int(agent.learner.train.step) == 4
-  assert {'policy_eval/loss', 'policy_eval/entropy'} <= set(records[0])
-  silent = _pg(n_envs=2, n_trajectories_per_epoch=2, policy_eval_steps=0)
-  silent.run(1, callbacks=[lambda agent, record: records.append(record)])
-  assert 'policy/loss' in records[1]
-  assert not any(k.startswith('policy_eval/') for k in records[1])
-  with pytest.raises(ValueError, match='policy_evals_per_epoch'):
-    _pg(n_train_steps_per_epoch=3, policy_evals_per_epoch=2)
+  odd.run(3, callbacks=[keep])
+  assert [r['policy_eval/step'] for r in records] == [3, 6, 6]
+  assert records[1]['policy_eval/loss'] == records[2]['policy_eval/loss']
+  with pytest.raises(ValueError, match='n_eval_batches'):
+    _pg(n_eval_batches=0)
+  with pytest.raises(ValueError, match='network_eval_at'):
+    _pg(network_eval_at=100)
+
+
+def test_evaluation_changes_no_update():
+  def params_after(**kwargs):
+    agent = _pg(n_envs=2, n_trajectories_per_epoch=2, **kwargs)
+    agent.run(2)
+    return _params(agent)
+
+  never = params_after(network_eval_at=lambda step: False)
+  always = params_after(network_eval_at=lambda step: True, n_eval_batches=3)
+  for a, b in zip(never, always, strict=True):
+    np.testing.assert_array_equal(a, b)
 
 
 def test_single_trajectory_policy_wrapper():

@@ -50,8 +50,8 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
     lr_schedule: ScheduleFactory = lr_schedules.constant_lr,
     max_gradient_norm: float | None = None,
     batch_size: int = 64,
-    policy_evals_per_epoch: int = 1,
-    policy_eval_steps: int = 1,
+    network_eval_at: Callable[[int], bool] | None = None,
+    n_eval_batches: int = 1,
     max_slice_length: int | None = 1,
     normalize_observations: bool = False,
     normalization_sample_limit: float = float('inf'),
@@ -75,11 +75,13 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
         e.g. `@multifactor` with its factors bound in gin.
       max_gradient_norm: clip gradients to this global norm (None: off).
       batch_size: trajectory slices per update.
-      policy_evals_per_epoch: the epoch's updates run in this many equal
-        rounds, each followed by an evaluation of the loss metrics on
-        `policy_eval_steps` fresh batches (Trax's; only affects the
-        `policy_eval/` metrics of the epoch record).
-      policy_eval_steps: batches per evaluation; 0 turns evaluation off.
+      network_eval_at: `step -> bool`: evaluate the network after the
+        update that brings the update count to `step` (Trax's `Loop`
+        `eval_at`); None: Trax's default, after update 1 and every 100th.
+        Each epoch record carries the latest evaluation as `policy_eval/`
+        metrics (`policy_eval/step`: its update step, 0 before the first);
+        evaluating changes no update.
+      n_eval_batches: fresh batches per evaluation, averaged.
       max_slice_length: slice length (None: whole trajectories).
       normalize_observations: normalize observations by running statistics
         (Trax's `Policy.normalizer = @Normalize`), updated from each
@@ -96,12 +98,12 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
     )
     validation.check_count('n_replay_epochs', n_replay_epochs, 1)
     validation.check_count('max_slice_length', max_slice_length, 1)
-    validation.check_evals(
-      'policy',
-      n_train_steps_per_epoch,
-      policy_evals_per_epoch,
-      policy_eval_steps,
-    )
+    validation.check_count('n_eval_batches', n_eval_batches, 1)
+    if network_eval_at is not None and not callable(network_eval_at):
+      raise ValueError(
+        f'network_eval_at must be a function step -> bool or None, '
+        f'got {network_eval_at!r}'
+      )
     super().__init__(task, **kwargs)
     self._policy_dist = distributions.create_distribution(task.action_space)
     module = model_fn(n_inputs=self._policy_dist.n_inputs)
@@ -124,8 +126,8 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
       batch_size=batch_size,
       slice_length=max_slice_length,
       train_steps=n_train_steps_per_epoch,
-      evals_per_epoch=policy_evals_per_epoch,
-      eval_steps=policy_eval_steps,
+      eval_at=network_eval_at,
+      eval_batches=n_eval_batches,
       normalize=normalize_observations,
       sample_limit=normalization_sample_limit,
       norm_epsilon=normalization_epsilon,

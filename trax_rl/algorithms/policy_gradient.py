@@ -10,9 +10,11 @@ every source:
   (with `normalize_observations`) and stores the rollout in a ring of the
   last `n_replay_epochs` epochs (`replay.slices`), cut into trajectories
   as `RLTask` stores them.
-- `learn`: `n_train_steps` updates of the weighted log-likelihood loss in
-  `evals_per_epoch` rounds, each followed by the loss on `eval_steps`
-  batches drawn with keys of their own. A batch is `batch_size` slices of
+- `learn`: `n_train_steps` updates of the weighted log-likelihood loss;
+  after each update whose global step `eval_at` accepts (Trax's Loop
+  default: step 1 and every 100th), the loss metrics on `eval_batches`
+  batches drawn with keys of their own (so evaluating changes no update),
+  kept in the learner until the next evaluation. A batch is `batch_size` slices of
   `slice_length` steps (whole trajectories if None), each drawn as Trax's
   `trajectory_batch_stream(sample_trajectories_uniformly=True)` draws it:
   an epoch in proportion to its slices, a trajectory uniformly in it, a
@@ -23,6 +25,7 @@ every source:
 """
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -44,6 +47,12 @@ class PolicyLearner(NamedTuple):
   stats: normalization.RunningStatistics
   ring: slices.SliceRing
   observed: Any  # [] int32, rollouts stored (the next slot: observed % E)
+  evaluation: Any  # the latest evaluation's metrics, and its 'step' (0: none)
+
+
+def trax_eval_at(step: jax.Array) -> jax.Array:
+  """Trax's `Loop` default: evaluate after update 1 and every 100th."""
+  return (step == 1) | (step % 100 == 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +72,10 @@ class PolicyProgram:
     batch_size: slices per update.
     slice_length: L, or None for whole trajectories.
     train_steps: updates per epoch.
-    evals_per_epoch: rounds per epoch, each followed by an evaluation.
-    eval_steps: batches per evaluation (0: none).
+    eval_at: `step -> bool`, evaluate after the update that makes the
+      global step count `step` (a Python function of an int; None: Trax's
+      default, `trax_eval_at`).
+    eval_batches: batches per evaluation.
     temperature_multiplier: the expert acts at temperature times this.
     quantile: ExpertIteration's filter: keep trajectories above it (None:
       no filter).
@@ -87,8 +98,8 @@ class PolicyProgram:
   batch_size: int
   slice_length: int | None
   train_steps: int
-  evals_per_epoch: int
-  eval_steps: int
+  eval_at: Callable[[int], bool] | None = None
+  eval_batches: int = 1
   temperature_multiplier: float = 1.0
   quantile: float | None = None
   filter_buffer_size: int = 256
@@ -116,12 +127,21 @@ class PolicyProgram:
       obs,
       np.zeros(action.shape[1:], action.dtype),
     )
-    return PolicyLearner(
+    learner = PolicyLearner(
       train=update_lib.init_state(self.network, self.optimizer, key),
       stats=jax.tree.map(np.asarray, normalization.init_statistics(obs.shape)),
       ring=ring,
       observed=np.zeros((), np.int32),
+      evaluation={},
     )
+
+    def evaluate(learner):
+      weights = slices.start_weights(learner.ring, self.slice_length, 0, True)
+      return self._evaluate(learner, learner.train, jnp.cumsum(weights), key)
+
+    shapes = jax.eval_shape(evaluate, learner)
+    evaluation = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes)
+    return learner._replace(evaluation=evaluation)
 
   def acting(self, learner: PolicyLearner) -> PolicyLearner:
     return learner._replace(ring=())
@@ -189,6 +209,32 @@ class PolicyProgram:
       observation=self._normalized(learner.stats, batch.observation)
     )
 
+  def _evaluate(self, learner, state, cdf, key) -> dict[str, jax.Array]:
+    """Mean loss metrics of `state` over `eval_batches` fresh batches."""
+
+    def one(key):
+      loss, extra = self.loss_fn(
+        self.network, state.params, (), self._batch(learner, cdf, key), key
+      )
+      return dict(extra.metrics, loss=loss)
+
+    keys = jax.random.split(key, self.eval_batches)
+    metrics = jax.tree.map(jnp.mean, jax.vmap(one)(keys))
+    return dict(metrics, step=jnp.asarray(state.step, jnp.int32))
+
+  def _eval_mask(self, first_step: jax.Array) -> jax.Array:
+    """`[train_steps]` bool: evaluate after each of the epoch's updates."""
+    steps = first_step + jnp.arange(1, self.train_steps + 1)
+    if self.eval_at is None:
+      return trax_eval_at(steps)
+    at = self.eval_at  # A Python predicate: asked on the host, once an epoch.
+    return jax.pure_callback(
+      lambda s: np.array([bool(at(int(x))) for x in s], bool),
+      jax.ShapeDtypeStruct(steps.shape, jnp.bool_),
+      steps,
+      vmap_method='sequential',
+    )
+
   def learn(self, learner: PolicyLearner, key: jax.Array):
     update = update_lib.make_update_fn(
       self.network, self.loss_fn, self.optimizer, axis_name=self.axis_name
@@ -196,37 +242,29 @@ class PolicyProgram:
     weights = slices.start_weights(learner.ring, self.slice_length, 0, True)
     cdf = jnp.cumsum(weights)
     train_key, eval_key = jax.random.split(key)
-    per_round = self.train_steps // self.evals_per_epoch
 
-    def one_update(state, key):
-      return update(state, self._batch(learner, cdf, key))
+    def one_update(carry, xs):
+      state, evaluation = carry
+      key, evaluate_now, eval_key = xs
+      state, extra = update(state, self._batch(learner, cdf, key))
+      evaluation = jax.lax.cond(
+        evaluate_now,
+        lambda: self._evaluate(learner, state, cdf, eval_key),
+        lambda: evaluation,
+      )
+      return (state, evaluation), extra.metrics
 
-    def evaluate(state, key):
-      def one(key):
-        loss, extra = self.loss_fn(
-          self.network, state.params, (), self._batch(learner, cdf, key), key
-        )
-        return dict(extra.metrics, loss=loss)
-
-      keys = jax.random.split(key, self.eval_steps)
-      return jax.tree.map(jnp.mean, jax.vmap(one)(keys))
-
-    def one_round(state, keys):
-      round_keys, round_eval_key = keys
-      state, extras = jax.lax.scan(one_update, state, round_keys)
-      evals = evaluate(state, round_eval_key) if self.eval_steps else {}
-      return state, (jax.tree.map(jnp.mean, extras.metrics), evals)
-
-    keys = jax.random.split(train_key, self.train_steps).reshape(
-      self.evals_per_epoch, per_round, -1
+    xs = (
+      jax.random.split(train_key, self.train_steps),
+      self._eval_mask(learner.train.step),
+      jax.random.split(eval_key, self.train_steps),
     )
-    eval_keys = jax.random.split(eval_key, self.evals_per_epoch)
-    state, (metrics, evals) = jax.lax.scan(
-      one_round, learner.train, (keys, eval_keys)
+    (state, evaluation), metrics = jax.lax.scan(
+      one_update, (learner.train, learner.evaluation), xs
     )
     record = {f'policy/{k}': jnp.mean(v) for k, v in metrics.items()}
-    record.update({f'policy_eval/{k}': v[-1] for k, v in evals.items()})
-    return learner._replace(train=state), record
+    record.update({f'policy_eval/{k}': v for k, v in evaluation.items()})
+    return learner._replace(train=state, evaluation=evaluation), record
 
   def program(self) -> program_lib.Program:
     return program_lib.Program.of(

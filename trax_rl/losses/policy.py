@@ -78,11 +78,16 @@ class WeightedLogLikelihood:
     )
     length = advantages.shape[1]
     mask = batch.mask[:, :length] * batch.env_info.control_mask[:, :length]
+    # Trax's eval metrics: advantages before normalization, weights after.
+    metrics = dict(_stats('advantage', advantages, mask, ('mean', 'std')))
     if self.advantage_normalization:
       advantages = normalize_advantages(
         advantages, mask, self.advantage_normalization_epsilon
       )
     weights = jax.lax.stop_gradient(self.weight_fn(advantages))
+    metrics.update(
+      _stats('weight', weights, mask, ('mean', 'std', 'min', 'max'))
+    )
     weights = weights * mask / jnp.maximum(jnp.sum(mask), 1.0)
     dist_inputs = models.apply_over_time(
       network.apply, params, batch.observation[:, :length], self.obs_ndim
@@ -91,10 +96,23 @@ class WeightedLogLikelihood:
       dist_inputs = dist_inputs[0]
     log_prob = self.distribution.log_prob(dist_inputs, batch.action[:, :length])
     loss = -jnp.sum(log_prob * weights)
-    entropy = masked_mean(self.distribution.entropy(dist_inputs), mask)
-    metrics = {
-      'entropy': entropy,
-      'advantage_mean': masked_mean(advantages, mask),
-      'weight_mean': masked_mean(weights, mask) * jnp.sum(mask),
-    }
+    metrics['entropy'] = masked_mean(
+      self.distribution.entropy(dist_inputs), mask
+    )
     return loss, types.LossExtra(metrics)
+
+
+def _stats(name: str, x: jax.Array, mask: jax.Array, which) -> dict:
+  """`{name_mean: ..., name_std: ...}` of x over the unmasked entries (Trax's
+  PolicyEvalTask metrics, which count the whole batch: the same where no
+  slice is padded, as with slices of one step)."""
+  real = mask > 0
+  mean = masked_mean(x, mask)
+  stats = {
+    'mean': lambda: mean,
+    'std': lambda: jnp.sqrt(masked_mean(jnp.square(x - mean), mask)),
+    'min': lambda: jnp.min(jnp.where(real, x, jnp.inf)),
+    'max': lambda: jnp.max(jnp.where(real, x, -jnp.inf)),
+  }
+  some = jnp.any(real)  # An all-padding batch reports zeros, not infs.
+  return {f'{name}_{k}': jnp.where(some, stats[k](), 0.0) for k in which}
