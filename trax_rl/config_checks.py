@@ -1,4 +1,5 @@
-"""Checks of a run's gin bindings: unused, changed on resume, unknown.
+"""A run's gin bindings: written to config.gin, and checked (unused,
+changed on resume, unknown).
 
 They read gin's parsed and operative configs as text (gin's own parser),
 so they see exactly the bindings the run was given and the values its
@@ -11,7 +12,18 @@ import re
 import gin
 from etils import epath
 
+from trax_rl import checkpoint
+
 _LOG = logging.getLogger(__name__)
+
+CONFIG_FILE = 'config.gin'
+
+
+def write_operative_config(output_dir: str) -> None:
+  """Writes the operative gin config to output_dir/config.gin atomically."""
+  checkpoint.write_atomic(
+    epath.Path(output_dir) / CONFIG_FILE, gin.operative_config_str()
+  )
 
 
 # Run-time switches of train_rl: they may differ between a run and its resume.

@@ -15,7 +15,6 @@ import gin
 from etils import epath
 
 from trax_rl import (
-  checkpoint,
   compile_cache,
   compile_options,
   config_checks,
@@ -31,15 +30,8 @@ from trax_rl.agents import (
 from trax_rl.distributed import multihost as multihost_lib
 from trax_rl.sources import processes
 
-CONFIG_FILE = 'config.gin'
+CONFIG_FILE = config_checks.CONFIG_FILE
 _LOG = logging.getLogger(__name__)
-
-
-def write_operative_config(output_dir: str) -> None:
-  """Writes the operative gin config to output_dir/config.gin atomically."""
-  checkpoint.write_atomic(
-    epath.Path(output_dir) / CONFIG_FILE, gin.operative_config_str()
-  )
 
 
 def parse(
@@ -316,14 +308,14 @@ def _after_first_epoch(
     if done:
       return
     done = True
-    # As Trax, after the first epoch; also if a crash lost it, and anew
-    # when the config changed on purpose.
+    # `Agent.run` wrote it after epoch 1, as Trax; here also if a crash
+    # lost it, and anew when the config changed on purpose.
     if (
       output_dir is not None
       and processes.writes_outputs()
       and (changed or not (epath.Path(output_dir) / CONFIG_FILE).exists())
     ):
-      write_operative_config(output_dir)
+      config_checks.write_operative_config(output_dir)
     unused = config_checks.unused_bindings()
     if unused:
       message = f'gin bindings never used: {", ".join(unused)}'

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import policies, validation
+from trax_rl import config_checks, policies, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import initial_data, restoring, sources_for
@@ -316,11 +316,24 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       self._observe_initial_data()
     runner.run(
       n_epochs,
-      callbacks=[lambda r, cb=cb: cb(self, r) for cb in callbacks],
+      callbacks=[
+        self._save_gin,
+        *(lambda r, cb=cb: cb(self, r) for cb in callbacks),
+      ],
       on_nonfinite=on_nonfinite,
       epochs_per_call=epochs_per_call,
       n_epochs_is_total_epochs=n_epochs_is_total_epochs,
     )
+
+  def _save_gin(self, record: dict[str, Any]) -> None:
+    """As Trax's `Agent.run`: the operative config after epoch 1."""
+    del record
+    if (
+      self._output_dir is not None
+      and self.current_epoch == 1
+      and processes.writes_outputs()
+    ):
+      config_checks.write_operative_config(self._output_dir)
 
   def _observe_initial_data(self) -> None:
     """Observes `RLTask.initial_trajectories` before the first epoch
