@@ -6,7 +6,13 @@ from trax_rl import cli
 from trax_rl.testing import cli_args
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TYPOS = ('multifactor.constant = 1e30', 'polcy/constant_lr.value = 0.1')
+# Bindings of configurables nobody calls, one in a scope that only an
+# unused binding opens: unused, found after epoch 1.
+TYPOS = (
+  'multifactor.constant = 1e30',
+  'Value.body = @plain/MLP',
+  'plain/constant_lr.value = 0.1',
+)
 
 
 def _train(capsys, output_dir, n_epochs, *bindings, flags=()):
@@ -36,7 +42,8 @@ def test_unused_bindings_are_one_warning_line(capsys, tmp_path):
   assert code == 0
   assert err == [
     'trax-rl: warning: gin bindings never used: UNUSED_MACRO, '
-    'constant_lr.value, multifactor.constant, polcy/constant_lr.value'
+    'Value.body, constant_lr.value, multifactor.constant, '
+    'plain/constant_lr.value'
   ]
   code, err = _train(capsys, tmp_path / 'clean', 1)
   assert code == 0 and err == []
@@ -46,9 +53,26 @@ def test_strict_makes_unused_bindings_an_error(capsys, tmp_path):
   code, err = _train(capsys, tmp_path, 2, *TYPOS, flags=['--strict'])
   assert code == 2
   assert err == [
-    'trax-rl: error: gin bindings never used: multifactor.constant, '
-    'polcy/constant_lr.value (--strict)'
+    'trax-rl: error: gin bindings never used: Value.body, '
+    'multifactor.constant, plain/constant_lr.value (--strict)'
   ]
+
+
+def test_a_scope_nobody_opens_stops_before_training(capsys, tmp_path):
+  # 'polcy' appears in no @polcy/... reference: it can never be read.
+  code, err = _train(
+    capsys,
+    tmp_path,
+    1,
+    'PolicyGradient.lr_schedule = @policy/constant_lr',
+    'polcy/constant_lr.value = 0.1',
+  )
+  assert code == 2
+  assert err == [
+    'trax-rl: error: gin binding polcy/constant_lr.value is never used: no '
+    "@polcy/... reference opens scope 'polcy'; did you mean 'policy'?"
+  ]
+  assert not (tmp_path / 'checkpoint.pkl').exists()
 
 
 def test_changed_config_is_refused_unless_allowed(capsys, tmp_path):

@@ -6,6 +6,7 @@ so they see exactly the bindings the run was given and the values its
 calls took.
 """
 
+import difflib
 import logging
 import re
 
@@ -60,6 +61,58 @@ def _bindings(config_text: str) -> dict[Binding, str]:
     if isinstance(st, gin.config_parser.BindingStatement)
     and not st.selector.endswith('macro')
   }
+
+
+def parsed_bindings() -> list[Binding]:
+  """The bindings of the parsed config, in order."""
+  return list(_bindings(gin.config_str()))
+
+
+def check_scopes() -> None:
+  """Raises a one-line ValueError for a binding in a scope that no
+  reference (`@scope/name`) of the parsed config opens: it could never be
+  read (a misspelt scope would otherwise only warn after the first epoch,
+  with training going on under the default)."""
+  text = gin.config_str()
+  opened = set()
+  for path in re.findall(r'@((?:[\w.]+/)+)', text):
+    parts = path.strip('/').split('/')
+    opened.update('/'.join(parts[: i + 1]) for i in range(len(parts)))
+  for binding in _bindings(text):
+    scope = binding[0]
+    if scope and scope not in opened:
+      close = difflib.get_close_matches(scope, sorted(opened), n=1)
+      hint = f"; did you mean '{close[0]}'?" if close else ''
+      raise ValueError(
+        f'gin binding {_name(binding)} is never used: no @{scope}/... '
+        f'reference opens scope {scope!r}{hint}'
+      )
+
+
+def syntax_message(error: SyntaxError) -> str:
+  """One line for a gin syntax error: the line, where, and, for a bare
+  word where a value goes (`RLTask.env=CartPole-v1`), the quoted form."""
+  location = error.args[1] if len(error.args) > 1 else None
+  line = getattr(location, 'line_content', None) or error.text or ''
+  line = line.strip()
+  where = getattr(location, 'filename', None) or error.filename
+  number = getattr(location, 'line_num', None) or error.lineno
+  place = f'line {number} of {where}' if where else f'binding {number}'
+  name, equals, value = line.partition('=')
+  value = value.strip()
+  if equals and re.fullmatch(r'[A-Za-z_][\w.:/-]*', value):
+    return (
+      f'{line!r} ({place}): {value} is not a value; strings need quotes: '
+      f"{name.strip()} = '{value}'"
+    )
+  token = re.search(r"Failed to parse token '([^']*)'", str(error))
+  what = f'cannot read {token.group(1)!r}' if token else 'cannot parse it'
+  return f'{line!r} ({place}): {what}'
+
+
+def binding_name(binding: Binding) -> str:
+  """'scope/selector.parameter'."""
+  return _name(binding)
 
 
 def _name(binding: Binding) -> str:

@@ -15,6 +15,7 @@ import gin
 from etils import epath
 
 from trax_rl import (
+  binding_types,
   compile_cache,
   compile_options,
   config_checks,
@@ -76,10 +77,36 @@ def parse(
         gin.parse_config(text)
     gin.parse_config(list(bindings))
     gin.finalize()
-  except (ValueError, KeyError, SyntaxError, TypeError, NameError) as e:
+  except SyntaxError as e:
+    raise ValueError(
+      f'bad gin config: {config_checks.syntax_message(e)}'
+    ) from None
+  except (ValueError, KeyError, TypeError, NameError) as e:
     raise ValueError(f'bad gin config: {first_line(e)}') from None
   finally:
     logging.getLogger().removeFilter(quiet)
+  config_checks.check_scopes()
+  _check_binding_types()
+
+
+def _check_binding_types() -> None:
+  """Raises a one-line ValueError for a binding whose value its knob's
+  annotation rules out (`binding_types`)."""
+  for binding in config_checks.parsed_bindings():
+    scope, selector, param = binding
+    fn = train_rl if selector == 'train_rl' else gin_registry.lookup(selector)
+    if fn is None:
+      continue
+    name = config_checks.binding_name(binding)
+    value = gin.query_parameter(name)
+    annotation = binding_types.annotation_of(fn, param)
+    wanted = binding_types.mismatch(value, annotation)
+    if wanted is not None:
+      raise ValueError(
+        f'gin binding {name} = {value!r}: {param} takes {wanted}, '
+        f'not {"None" if value is None else type(value).__name__}'
+        f'{binding_types.hint(value, annotation)}'
+      )
 
 
 class _DropMessages(logging.Filter):
@@ -116,15 +143,7 @@ def accepts(name: str, param: str) -> bool:
     return False
   if hasattr(fn, 'parameter_names'):
     return param in fn.parameter_names()
-  targets = inspect.getmro(fn) if inspect.isclass(fn) else (fn,)
-  for target in targets:
-    init = target.__init__ if inspect.isclass(fn) else target
-    try:
-      if param in inspect.signature(init).parameters:
-        return True
-    except (TypeError, ValueError):
-      continue
-  return False
+  return binding_types.parameter_of(fn, param) is not None
 
 
 def convert_trax_config(path: str) -> trax_compat.Conversion:
@@ -338,6 +357,50 @@ def build_agent(config: str) -> program_agent.ProgramAgent:
   gin.clear_config()
   gin.parse_config(config)
   return train_rl(output_dir=None, build_only=True)
+
+
+def run_bindings(seed: int | None, steps: int | None) -> list[str]:
+  """The bindings `trax-rl train --seed --steps` add to the parsed config.
+
+  --seed S binds every seed of the run: `RLTask.seed` (env resets, random
+  actions) and the agent's `seed` (parameters, acting, learning and
+  evaluation keys); with `train_rl.n_seeds = k` the run trains S .. S+k-1.
+  --steps N is the budget in env steps (per seed): `train_rl.n_epochs` =
+  ceil(N / the agent's `n_interactions_per_epoch`).
+
+  Raises:
+    ValueError: a negative seed or budget, or --steps with epochs counted
+      in episodes.
+  """
+  agent = query('train_rl.agent_class')
+  name = agent.selector if agent is not None else None
+  extra = []
+  if seed is not None:
+    validation.check_count('--seed', seed, 0)
+    extra += [f'RLTask.seed = {seed}']
+    extra += [f'{name}.seed = {seed}'] if name else []
+  if steps is not None:
+    validation.check_count('--steps', steps, 1)
+    per_epoch = query(f'{name}.n_interactions_per_epoch') if name else None
+    if per_epoch is None:
+      fn = gin_registry.lookup(name) if name else None
+      per_epoch = _default(fn, 'n_interactions_per_epoch')
+    if not per_epoch:
+      raise ValueError(
+        f'--steps needs epochs counted in env steps ({name}.'
+        'n_interactions_per_epoch); this config counts episodes '
+        f'({name}.n_trajectories_per_epoch): use train_rl.n_epochs'
+      )
+    extra += [f'train_rl.n_epochs = {-(-steps // per_epoch)}']
+  return extra
+
+
+def _default(fn: Any, param: str) -> Any:
+  """A configurable's default for `param`, or None."""
+  found = binding_types.parameter_of(fn, param) if fn is not None else None
+  if found is None or found[1].default is inspect.Parameter.empty:
+    return None
+  return found[1].default
 
 
 def query(binding: str, default: Any = None) -> Any:
