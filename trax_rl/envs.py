@@ -1,7 +1,9 @@
 """Environments: make single and vector gymnasium envs; space helpers."""
 
 import copy
+import re
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -37,10 +39,7 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
     except gym.error.Error as e:
       raise _unknown_env_error(env, e) from None
     except ModuleNotFoundError as e:
-      raise ValueError(
-        f'env {env!r} needs a package that is not installed: {e.name} '
-        '(see the README for the optional extras)'
-      ) from None
+      raise _missing_module_error(env, e) from None
   if isinstance(env, gym.Env):
     return env
   if callable(env):
@@ -53,6 +52,28 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
     return made
   raise ValueError(
     f'env must be an id, a gymnasium.Env or a factory, got {type(env).__name__}'
+  )
+
+
+def _missing_module_error(env_id: str, error: ModuleNotFoundError) -> Exception:
+  """One line for an env whose module (or a package it needs) is missing.
+
+  gymnasium re-raises the import of a `module:Name-v0` id without the
+  missing module's name; it is in the message.
+  """
+  missing = error.name
+  if missing is None:
+    found = re.search(r"No module named '([\w.]+)'", str(error))
+    missing = found.group(1) if found else None
+  if ':' in env_id and missing and env_id.split(':')[0].startswith(missing):
+    return ValueError(
+      f'env {env_id!r}: its module {env_id.split(":")[0]!r} cannot be '
+      f'imported (no module named {missing!r}); check the name before ":" '
+      'or install the package that provides it'
+    )
+  return ValueError(
+    f'env {env_id!r} needs a package that is not installed: {missing} '
+    '(see the README for the optional extras)'
   )
 
 
@@ -87,13 +108,57 @@ def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.VectorEnv:
   if jax_envs.is_jax_env(env):
     return jax_vector_env.JaxVectorEnv(jax_envs.make_jax_env(env), n_envs)
   first = make_env(env)
+  name = env if isinstance(env, str) else type(first.unwrapped).__name__
   if isinstance(env, gym.Env):
-    fns = [lambda: first] + [lambda: copy.deepcopy(first)] * (n_envs - 1)
+    copies = [first] + [copy.deepcopy(first) for _ in range(n_envs - 1)]
+    fns = [lambda e=e: CheckedEnv(e, name) for e in copies]
   else:
-    fns = [lambda: first] + [lambda: make_env(env)] * (n_envs - 1)
+    fns = [lambda: CheckedEnv(first, name)]
+    fns += [lambda: CheckedEnv(make_env(env), name)] * (n_envs - 1)
   return gym.vector.SyncVectorEnv(
     fns, copy=False, autoreset_mode=gym.vector.AutoresetMode.DISABLED
   )
+
+
+class CheckedEnv(gym.Wrapper):
+  """An env whose reset and step outputs are checked against gymnasium's
+  API and its own observation space, so that a mistake in a custom env
+  stops the run with one line naming the env (not numpy's "Output array
+  is the wrong shape" from inside the vector env)."""
+
+  def __init__(self, env: gym.Env, name: str):
+    super().__init__(env)
+    self._name = name
+    self._shape = getattr(env.observation_space, 'shape', None)
+
+  def _check(self, obs: Any, where: str) -> None:
+    if self._shape is not None and np.shape(obs) != tuple(self._shape):
+      raise ValueError(
+        f'env {self._name}: {where} returned an observation of shape '
+        f'{np.shape(obs)}, but its observation_space has shape '
+        f'{tuple(self._shape)}; make them agree'
+      )
+
+  def reset(self, **kwargs):
+    out = self.env.reset(**kwargs)
+    if not (isinstance(out, tuple) and len(out) == 2):
+      raise ValueError(
+        f'env {self._name}: reset must return (observation, info), as '
+        'gymnasium envs do (an old gym env returns the observation alone)'
+      )
+    self._check(out[0], 'reset')
+    return out
+
+  def step(self, action):
+    out = self.env.step(action)
+    if not (isinstance(out, tuple) and len(out) == 5):
+      raise ValueError(
+        f'env {self._name}: step must return (observation, reward, '
+        'terminated, truncated, info), as gymnasium envs do (an old gym '
+        'env returns 4 values, with one done)'
+      )
+    self._check(out[0], 'step')
+    return out
 
 
 def is_discrete(space: gym.Space) -> bool:
