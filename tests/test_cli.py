@@ -62,6 +62,19 @@ def _run_main(capsys, args):
     ('RLTask.n_envs=0', 'n_envs must be'),
     ('train_rl.n_epochs=-2', 'n_epochs must be'),
     ('RLTask.gamma=', 'bad gin config'),
+    # The common gin mistakes name the binding and what to write.
+    (
+      'RLTask.env=CartPole-v1',
+      "strings need quotes: RLTask.env = 'CartPole-v1'",
+    ),
+    ('MLP.layer_widths=64', 'MLP.layer_widths = 64: layer_widths takes'),
+    ('constant_lr.value=None', 'constant_lr.value = None: value takes float'),
+    ('PolicyGradient.batch_size=1.5', 'batch_size takes int, not float'),
+    ('plicy/constant_lr.value=0.1', "scope 'plicy'"),
+    (
+      "RLTask.env='nosuchmod_xyz:Foo-v0'",
+      "its module 'nosuchmod_xyz' cannot be imported",
+    ),
   ],
 )
 def test_bad_config_is_one_line_exit_2(capsys, tmp_path, binding, culprit):
@@ -248,3 +261,31 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
   assert epochs == [1, 2, 3, 4, 5, 6]
   leftovers = [p for p in run_dir.rglob('*') if '.tmp' in p.name]
   assert len(leftovers) <= 1  # At most the one write the kill cut short.
+
+
+def test_seed_and_steps_flags(capsys, tmp_path):
+  out_dir = tmp_path / 'out'
+  code, out = _run_main(
+    capsys,
+    [
+      'train',
+      '--config=acme_dqn_cartpole',
+      '--config=ReplayValueAgent.n_interactions_per_epoch=100',
+      '--config=ReplayValueAgent.n_eval_episodes=1',
+      '--seed=7',
+      '--steps=150',
+      f'--output_dir={out_dir}',
+      '--no_progress',
+    ],
+  )
+  assert code == 0, out.err
+  summary = json.loads(out.out.strip().splitlines()[-1])
+  # ceil(150 / 100) epochs; the headline is the training and greedy return.
+  assert summary['epochs'] == 2 and 200 <= summary['env_steps'] < 300
+  assert 'last_avg_return' not in summary
+  assert 'episode_return_mean' in summary
+  assert any(k.startswith('eval_return') for k in summary)
+  config = (out_dir / 'config.gin').read_text()
+  assert 'RLTask.seed = 7' in config and 'ReplayValueAgent.seed = 7' in config
+  code, out = _run_main(capsys, _train_args(tmp_path / 'pg', '--steps=1000'))
+  assert code == 2 and 'counts episodes' in out.err

@@ -89,6 +89,19 @@ def _parser() -> argparse.ArgumentParser:
   _add_config_args(train)
   train.add_argument('--output_dir', required=True)
   train.add_argument(
+    '--seed',
+    type=int,
+    default=None,
+    help="every seed of the run: RLTask.seed and the agent's seed",
+  )
+  train.add_argument(
+    '--steps',
+    type=int,
+    default=None,
+    help='budget in env steps per seed: sets train_rl.n_epochs to '
+    "ceil(steps / the agent's n_interactions_per_epoch)",
+  )
+  train.add_argument(
     '--no_progress', action='store_true', help='no progress bar'
   )
   _add_safety_args(train)
@@ -185,13 +198,20 @@ def _train(args) -> None:
   files, bindings = _config_args(args)
   if args.multihost:
     bindings = [*bindings, 'train_rl.multihost = True']
-  configurables.parse(files, bindings + _ray_bindings(args))
+  bindings = bindings + _ray_bindings(args)
+  configurables.parse(files, bindings)
+  extra = configurables.run_bindings(args.seed, args.steps)
+  if extra:
+    configurables.parse(files, bindings + extra)
   n_epochs = configurables.query('train_rl.n_epochs', 10)
   bar = None
   start = time.time()
 
+  last = {}
+
   def progress(_, record: dict[str, Any]) -> None:
     nonlocal bar
+    last.update(record)
     if args.no_progress:
       return
     if bar is None:  # Created late: errors before epoch 1 stay one line.
@@ -231,19 +251,25 @@ def _train(args) -> None:
   finally:
     if bar is not None:
       bar.close()
-  returns = agent.avg_returns
-  print(
-    json.dumps(
-      {
-        'output_dir': os.path.abspath(args.output_dir),
-        'epochs': agent.current_epoch,
-        'last_avg_return': returns[-1] if returns else None,
-        'metrics': os.path.join(
-          os.path.abspath(args.output_dir), 'metrics.jsonl'
-        ),
-      }
-    )
+  print(json.dumps(_summary(args.output_dir, agent.current_epoch, last)))
+
+
+def _summary(output_dir: str, epochs: int, record: dict[str, Any]) -> dict:
+  """The final line of `train`: the last epoch's mean training return (the
+  last 100 completed episodes) and its evaluations, if it had any."""
+  output_dir = os.path.abspath(output_dir)
+  mean = record.get('episode_return_mean')
+  summary = {
+    'output_dir': output_dir,
+    'epochs': epochs,
+    'env_steps': int(record['n_interactions']) if record else None,
+    'episode_return_mean': None if mean is None or math.isnan(mean) else mean,
+  }
+  summary.update(
+    {k: v for k, v in record.items() if k.startswith('eval_return')}
   )
+  summary['metrics'] = os.path.join(output_dir, 'metrics.jsonl')
+  return summary
 
 
 def _check(args) -> None:
