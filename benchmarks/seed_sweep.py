@@ -51,9 +51,10 @@ def run_seed(config: str, bindings: list[str], seed: int, args) -> dict:
   agent = configurables.train_rl(output_dir=None, build_only=True)
   curve, eval_s, reached = [], 0.0, None
   next_eval = args.eval_every
+  records = []
   while True:
-    agent.run(1)
-    steps = agent.task.n_interactions()
+    agent.run(1, callbacks=[lambda _, record: records.append(record)])
+    steps = int(records[-1]['n_interactions'])  # Env steps so far.
     done = steps >= args.steps
     if done or (args.eval_every and steps >= next_eval):
       next_eval += args.eval_every
