@@ -72,11 +72,13 @@ def _capture_object(obj: Any) -> dict[str, Any]:
 
 
 def _layers(env: gym.Env) -> list[Any]:
-  """The wrappers of `env`, outermost first, then the base env."""
+  """The wrappers of `env`, outermost first, then the base env; stateless
+  checks (`envs.CheckedEnv`) left out, so that checkpoints do not depend
+  on them."""
   layers = [env]
   while isinstance(layers[-1], gym.Wrapper):
     layers.append(layers[-1].env)
-  return layers
+  return [x for x in layers if not getattr(x, 'STATELESS_CHECK', False)]
 
 
 def capture(vector_env: gym.vector.VectorEnv) -> dict[str, Any]:

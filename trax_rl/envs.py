@@ -124,7 +124,10 @@ class CheckedEnv(gym.Wrapper):
   """An env whose reset and step outputs are checked against gymnasium's
   API and its own observation space, so that a mistake in a custom env
   stops the run with one line naming the env (not numpy's "Output array
-  is the wrong shape" from inside the vector env)."""
+  is the wrong shape" from inside the vector env). It holds no state:
+  checkpoints of an env leave it out (`env_state`)."""
+
+  STATELESS_CHECK = True
 
   def __init__(self, env: gym.Env, name: str):
     super().__init__(env)
