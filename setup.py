@@ -74,12 +74,16 @@ setuptools.setup(
             # The Ray rollout tests are part of the default suite.
             'ray>=2.60',
             'psutil>=5.9',
+            # tests/test_tracking.py logs to W&B in offline mode.
+            'wandb>=0.19.10',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
         # Rollout actors (RayCollector): Ray core, no dashboard.
         'ray': ['ray>=2.60'],
+        # `trax-rl train --track`: Weights & Biases (trax_rl.tracking).
+        'wandb': ['wandb>=0.19.10'],
     },
     cmdclass={'build_py': BuildPyWithConfigs},
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},

@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     default=None,
     help="join this Ray cluster ('host:port' of its head) for the actors",
   )
+  _add_track_args(train)
   train.add_argument(
     '--multihost',
     action='store_true',
@@ -173,6 +174,40 @@ def _show_warnings() -> None:
     logger.propagate = False  # Else absl's root handler prints them again.
 
 
+def _add_track_args(p: argparse.ArgumentParser) -> None:
+  p.add_argument(
+    '--track',
+    action='store_true',
+    help='log to Weights & Biases too (train_rl.tracker = @WandbTracker; '
+    "pip install -e '.[wandb]')",
+  )
+  for flag, what in (
+    ('project', 'the W&B project (default trax_rl)'),
+    ('entity', 'the W&B team or user'),
+    ('name', "the W&B run's name (default: the output_dir's folder name)"),
+    ('mode', "W&B's mode: online, offline (no network) or disabled"),
+  ):
+    p.add_argument(
+      f'--wandb_{flag}', default=None, help=f'with --track: {what}'
+    )
+
+
+def _track_bindings(args) -> list[str]:
+  """Gin bindings of --track and its --wandb_* flags."""
+  flags = {
+    k: getattr(args, f'wandb_{k}')
+    for k in ('project', 'entity', 'name', 'mode')
+  }
+  given = [f'--wandb_{k}' for k, v in flags.items() if v is not None]
+  if not args.track:
+    if given:
+      raise ValueError(f'{given[0]} needs --track')
+    return []
+  return ['train_rl.tracker = @WandbTracker'] + [
+    f'WandbTracker.{k} = {v!r}' for k, v in flags.items() if v is not None
+  ]
+
+
 def _ray_bindings(args) -> list[str]:
   """Gin bindings of the --n_actors and --ray_address shorthands."""
   if args.n_actors is None and args.ray_address is None:
@@ -198,7 +233,7 @@ def _train(args) -> None:
   files, bindings = _config_args(args)
   if args.multihost:
     bindings = [*bindings, 'train_rl.multihost = True']
-  bindings = bindings + _ray_bindings(args)
+  bindings = bindings + _ray_bindings(args) + _track_bindings(args)
   configurables.parse(files, bindings)
   extra = configurables.run_bindings(args.seed, args.steps)
   if extra:

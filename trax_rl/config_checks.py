@@ -38,15 +38,17 @@ _NOT_CONFIG = frozenset(
     'strict',
     'allow_config_change',
     'collector',  # Where experience comes from; resuming may change it.
+    'tracker',  # Where the records go.
     'multihost',  # How many hosts learn; resuming may change it.
     'coordinator_address',
     'num_processes',
     'process_id',
   }
 )
-# Where experience comes from (actors, cluster address) is a run-time
-# choice too: a run may resume on another cluster or with more actors.
-_COLLECTORS = frozenset({'LocalCollector', 'RayCollector'})
+# Where experience comes from (actors, cluster address) and where records
+# go are run-time choices too: a run may resume on another cluster, with
+# more actors, or with tracking turned on.
+_RUN_TIME = frozenset({'LocalCollector', 'RayCollector', 'WandbTracker'})
 Binding = tuple[str, str, str]  # (scope, selector, parameter)
 
 
@@ -61,6 +63,11 @@ def _bindings(config_text: str) -> dict[Binding, str]:
     if isinstance(st, gin.config_parser.BindingStatement)
     and not st.selector.endswith('macro')
   }
+
+
+def bindings_by_name(config_text: str) -> dict[str, str]:
+  """`{'scope/Selector.param': value as text}` of a gin config text."""
+  return {_name(b): v for b, v in _bindings(config_text).items()}
 
 
 def parsed_bindings() -> list[Binding]:
@@ -168,7 +175,7 @@ def changed_bindings(config_text: str) -> list[str]:
     for b in set(old) | set(new)
     if b[:2] in called
     and not (b[1] == 'train_rl' and b[2] in _NOT_CONFIG)
-    and b[1].split('.')[-1] not in _COLLECTORS
+    and b[1].split('.')[-1] not in _RUN_TIME
     and old.get(b) != new.get(b)
   )
 

@@ -200,6 +200,7 @@ def train_rl(
   process_id: int | None = None,
   compilation_cache: str | None = compile_cache.DEFAULT,
   compiler_options: Mapping[str, Mapping[str, Any]] | None = None,
+  tracker: Any = None,
 ) -> program_agent.ProgramAgent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -254,6 +255,9 @@ def train_rl(
       platform (`trax_rl.compile_options`), e.g.
       `{'cpu': {'xla_backend_optimization_level': 1}}`: a third less
       compile on CPU, for short runs; None: XLA's defaults.
+    tracker: where the records go besides metrics.jsonl and TensorBoard:
+      None, `@WandbTracker` (or 'wandb'; `trax-rl train --track`) or any
+      object with `log(seed, record)` and `close()` (`trax_rl.tracking`).
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -307,6 +311,7 @@ def train_rl(
         callbacks=[_after_first_epoch(output_dir, strict, changed), *callbacks],
         on_nonfinite=on_nonfinite,
         epochs_per_call=epochs_per_call,
+        tracker=tracker,
       )
     finally:
       agent.close()

@@ -16,6 +16,7 @@ from trax_rl import (
   envs,
   lr_schedules,
   task,
+  tracking,
   trax_optimizers,
 )
 from trax_rl.agents import (
@@ -139,3 +140,5 @@ _register(family_agent.agent_class(pqn.PQN))
 # Where experience comes from. Ray itself is imported only when a
 # RayCollector starts.
 _register(ray_collector.RayCollector)
+# Where records go besides metrics.jsonl and TensorBoard.
+_register(tracking.WandbTracker)

@@ -1,9 +1,9 @@
-"""Summaries: metrics.jsonl always, TensorBoard events, log lines."""
+"""Records: metrics.jsonl always, log lines, and the run's trackers."""
 
 import json
 import logging
 import math
-import os
+from collections.abc import Sequence
 from typing import Any
 
 from etils import epath
@@ -22,27 +22,29 @@ def _plain(value: Any) -> Any:
 
 
 class MetricsWriter:
-  """Writes one JSON line per record and TensorBoard scalars.
+  """Writes one JSON line per record, and gives it to the trackers.
 
   Args:
-    output_dir: directory of `metrics.jsonl` and the TensorBoard events
-      (`output_dir/tb`); None logs only.
-    tensorboard: also write TensorBoard events.
+    output_dir: directory of `metrics.jsonl`; None logs only.
+    trackers: `tracking` trackers (TensorBoard, W&B) that get each record
+      too, with the seed it belongs to.
   """
 
-  def __init__(self, output_dir: str | None, tensorboard: bool = True):
+  def __init__(self, output_dir: str | None, trackers: Sequence[Any] = ()):
     self._dir = epath.Path(output_dir) if output_dir is not None else None
-    self._tb = None
-    if self._dir is not None and tensorboard:
-      from tensorboardX import SummaryWriter  # Heavy import, only if used.
-
-      self._tb = SummaryWriter(os.fspath(self._dir / 'tb'))
+    self._trackers = list(trackers)
 
   @property
   def path(self) -> epath.Path | None:
     return self._dir / METRICS_FILE if self._dir is not None else None
 
-  def write(self, step_name: str, step: int, values: dict[str, Any]) -> None:
+  def write(
+    self,
+    step_name: str,
+    step: int,
+    values: dict[str, Any],
+    seed: int | None = None,
+  ) -> None:
     record = {step_name: int(step)}
     record.update({k: _plain(v) for k, v in values.items()})
     logging.info('%s %d: %s', step_name, step, record)
@@ -50,11 +52,8 @@ class MetricsWriter:
       return
     with self.path.open('a') as f:
       f.write(json.dumps(record) + '\n')
-    if self._tb is not None:
-      for k, v in record.items():
-        if k != step_name and isinstance(v, float):
-          self._tb.add_scalar(k, v, step)
-      self._tb.flush()
+    for tracker in self._trackers:
+      tracker.log(seed, record)
 
   def truncate(self, step_name: str, last_step: int) -> None:
     """Drops records after `last_step` (written before a crash), atomically."""
@@ -70,9 +69,9 @@ class MetricsWriter:
     checkpoint.write_atomic(self.path, ''.join(k + '\n' for k in kept))
 
   def close(self) -> None:
-    if self._tb is not None:
-      self._tb.close()
-      self._tb = None
+    trackers, self._trackers = self._trackers, []
+    for tracker in trackers:
+      tracker.close()
 
 
 def read(path: str) -> list[dict[str, Any]]:

@@ -306,6 +306,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     callbacks: Sequence[EpochCallback] = (),
     on_nonfinite: str = 'stop',
     epochs_per_call: int = 1,
+    tracker: Any = None,
   ) -> None:
     """Runs n epochs (see `Runner.run`); callbacks get `(agent, record)`."""
     if self._only_eval:
@@ -323,6 +324,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       on_nonfinite=on_nonfinite,
       epochs_per_call=epochs_per_call,
       n_epochs_is_total_epochs=n_epochs_is_total_epochs,
+      tracker=tracker,
     )
 
   def _save_gin(self, record: dict[str, Any]) -> None:
@@ -349,7 +351,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     self.restore()
     writer = None
     if self._output_dir is not None and processes.writes_outputs():
-      writer = metrics.MetricsWriter(self._output_dir, tensorboard=False)
+      writer = metrics.MetricsWriter(self._output_dir)
     for _ in range(n_epochs):
       record = dict(self.runner.evaluate()[0])
       source = self.runner.source

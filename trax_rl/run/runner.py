@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, metrics, validation
+from trax_rl import checkpoint, metrics, tracking, validation
 from trax_rl.run import nonfinite
 from trax_rl.sources import processes, seed_axis
 
@@ -166,6 +166,7 @@ class Runner:
     on_nonfinite: str = 'stop',
     epochs_per_call: int = 1,
     n_epochs_is_total_epochs: bool = False,
+    tracker: Any = None,
   ) -> None:
     """Runs n_epochs, up to epochs_per_call per source call.
 
@@ -179,6 +180,8 @@ class Runner:
       epochs_per_call: epochs per source call (the device source compiles
         them into one program).
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
+      tracker: where records go besides metrics.jsonl and TensorBoard
+        (`tracking.build`): None, 'wandb' or a tracker.
     """
     validation.check_count('n_epochs', n_epochs, 0)
     validation.check_count('epochs_per_call', epochs_per_call, 1)
@@ -187,7 +190,10 @@ class Runner:
     self._source.set_epochs_per_call(epochs_per_call)
     n_left = n_epochs - self.epoch if n_epochs_is_total_epochs else n_epochs
     if self._writes and self._writer is None and n_left > 0:
-      self._writer = metrics.MetricsWriter(self._output_dir)
+      self._writer = metrics.MetricsWriter(
+        self._output_dir,
+        tracking.build(tracker, self._output_dir, self._seeds),
+      )
     while n_left > 0:
       n = min(epochs_per_call, n_left)
       start = time.perf_counter()
@@ -231,7 +237,7 @@ class Runner:
         if self._k > 1:
           record['seed'] = self._seeds[s]
         if self._writer is not None:
-          self._writer.write('epoch', self.epoch, record)
+          self._writer.write('epoch', self.epoch, record, self._seeds[s])
       mean = records[0] if self._k == 1 else _mean(records)
       mean['epoch'] = self.epoch
       means.append(mean)
@@ -370,7 +376,7 @@ class Runner:
     if forked and hasattr(self._source, 'fork'):
       self._source.fork(self.epoch)
     if self._writes:
-      metrics.MetricsWriter(self._output_dir, tensorboard=False).truncate(
+      metrics.MetricsWriter(self._output_dir).truncate(
         'epoch', self.epoch
       )
     self._loaded = True
