@@ -376,9 +376,7 @@ class Runner:
     if forked and hasattr(self._source, 'fork'):
       self._source.fork(self.epoch)
     if self._writes:
-      metrics.MetricsWriter(self._output_dir).truncate(
-        'epoch', self.epoch
-      )
+      metrics.MetricsWriter(self._output_dir).truncate('epoch', self.epoch)
     self._loaded = True
     return True
 
