@@ -130,3 +130,46 @@ def test_bad_x_axis(capsys, tmp_path):
 def test_missing_run_directory(capsys, tmp_path):
   code, out = _plot(capsys, str(tmp_path / 'none'), '--out', 'c.png')
   assert code == 2 and 'is not a directory' in out.err
+
+
+def _iqm(capsys, tmp_path, *runs):
+  code, out = _plot(
+    capsys, *runs, '--out', str(tmp_path / 'c.png'), '--iqm', '--reps', '200'
+  )
+  assert code == 0, out.err
+  return json.loads(out.out.strip().splitlines()[-1]), out.err
+
+
+def test_iqm_compares_seeds_at_the_shortest_budget(capsys, tmp_path):
+  a = _run(tmp_path / 'a_s0', _records([0, 10, 20]), seed=0)
+  b = _run(tmp_path / 'a_s1', _records([0, 40]), seed=1)
+  summary, err = _iqm(capsys, tmp_path, a, b)
+  (row,) = summary['iqm']
+  # Seed 0 at 512 env steps (10), not at its own end (20).
+  assert row['env_steps'] == summary['iqm_env_steps'] == 512
+  assert row['mean'] == 25.0
+  assert 'runs differ in budget (512 to 768 env steps)' in err
+
+
+def test_a_seed_counts_once(capsys, tmp_path):
+  a = _run(tmp_path / 'a_s0', _records([0, 10]), seed=0)
+  again = _run(tmp_path / 'a_again', _records([0, 30]), seed=0)
+  b = _run(tmp_path / 'a_s1', _records([0, 40]), seed=1)
+  summary, err = _iqm(capsys, tmp_path, a, again, b)
+  (row,) = summary['iqm']
+  assert row['seeds'] == 2 and row['mean'] == 25.0
+  assert f'{a} and {again} are both seed 0' in err
+
+
+def test_the_default_metric_is_one_every_run_has(capsys, tmp_path):
+  records = _records([0, 10])
+  for r in records:
+    r['eval_return_t0_s500'] = 500.0
+  a = _run(tmp_path / 'a_s0', records, seed=0)
+  b = _run(tmp_path / 'a_s1', _records([0, 40]), seed=1)
+  summary, err = _iqm(capsys, tmp_path, a, b)
+  assert summary['metric'] == 'episode_return_mean'
+  assert 'runs differ in metric' in err and 'eval_return_t0_s500' in err
+  # Run alone, a's own first choice is its greedy eval.
+  summary, _ = _iqm(capsys, tmp_path, a)
+  assert summary['metric'] == 'eval_return_t0_s500'

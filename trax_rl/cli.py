@@ -239,42 +239,17 @@ def _train(args) -> None:
   if extra:
     configurables.parse(files, bindings + extra)
   n_epochs = configurables.query('train_rl.n_epochs', 10)
-  bar = None
-  start = time.time()
+  from trax_rl import progress as progress_lib  # noqa: PLC0415
 
+  bar = None
+  if not args.no_progress:
+    bar = progress_lib.Progress(n_epochs, time.time())
   last = {}
 
   def progress(_, record: dict[str, Any]) -> None:
-    nonlocal bar
     last.update(record)
-    if args.no_progress:
-      return
-    if bar is None:  # Created late: errors before epoch 1 stay one line.
-      import tqdm
-
-      # A compiled call of several epochs reports them all at once, so the
-      # rate is this run's average since it started (compiles included),
-      # over the epochs it ran (a resumed run's earlier ones excluded).
-      bar = tqdm.tqdm(
-        total=n_epochs,
-        initial=record['epoch'] - 1,
-        unit='epoch',
-        file=sys.stderr,
-        dynamic_ncols=True,
-        smoothing=0,
-      )
-      bar.start_t = start
-    bar.update(record['epoch'] - bar.n)
-    # The mean of the last 100 completed episodes: a cut slice is no return.
-    mean = record['episode_return_mean']
-    shown = {'return': '-' if math.isnan(mean) else f'{mean:.1f}'}
-    shown['episodes'] = record['n_episodes']
-    for k, v in record.items():
-      if k.startswith('eval_return'):
-        shown[k.replace('eval_return_', 'eval_')] = f'{v:.1f}'
-    shown['steps'] = str(int(record['n_interactions']))
-    bar.set_postfix(shown, refresh=False)
-    bar.refresh()
+    if bar is not None:
+      bar.update(record)
 
   try:
     agent = configurables.train_rl(
@@ -282,6 +257,7 @@ def _train(args) -> None:
       callbacks=[progress],
       strict=args.strict,
       allow_config_change=args.allow_config_change,
+      progress=bar.tick if bar is not None else None,
     )
   finally:
     if bar is not None:
@@ -305,6 +281,11 @@ def _summary(output_dir: str, epochs: int, record: dict[str, Any]) -> dict:
   )
   summary['metrics'] = os.path.join(output_dir, 'metrics.jsonl')
   return summary
+
+
+def _plot(args) -> None:
+  _show_warnings()  # Runs that differ in budget, metric or seed.
+  plotting.run(args)
 
 
 def _check(args) -> None:
@@ -364,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   commands = {
     'train': _train,
     'eval': _eval,
-    'plot': plotting.run,
+    'plot': _plot,
     'check': _check,
     'configs': _configs,
     'convert': _convert,

@@ -39,6 +39,7 @@ _NOT_CONFIG = frozenset(
     'allow_config_change',
     'collector',  # Where experience comes from; resuming may change it.
     'tracker',  # Where the records go.
+    'progress',
     'multihost',  # How many hosts learn; resuming may change it.
     'coordinator_address',
     'num_processes',

@@ -201,6 +201,7 @@ def train_rl(
   compilation_cache: str | None = compile_cache.DEFAULT,
   compiler_options: Mapping[str, Mapping[str, Any]] | None = None,
   tracker: Any = None,
+  progress: Callable[[int], None] | None = None,
 ) -> program_agent.ProgramAgent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -258,6 +259,9 @@ def train_rl(
     tracker: where the records go besides metrics.jsonl and TensorBoard:
       None, `@WandbTracker` (or 'wandb'; `trax-rl train --track`) or any
       object with `log(seed, record)` and `close()` (`trax_rl.tracking`).
+    progress: `progress(epoch)` as each epoch ends, also inside a compiled
+      call of several epochs (`trax_rl.progress`; the device source calls
+      it from its program).
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -312,6 +316,7 @@ def train_rl(
         on_nonfinite=on_nonfinite,
         epochs_per_call=epochs_per_call,
         tracker=tracker,
+        progress=progress,
       )
     finally:
       agent.close()

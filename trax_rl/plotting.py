@@ -4,12 +4,16 @@ Runs of one config that differ only in their seed bindings are one group,
 and so are the per-seed records (field `seed`) of a run that trains several
 seeds in one process. A group is drawn as its mean curve with a band of one
 standard deviation across seeds; `--iqm` adds the interquartile mean of the
-seeds' final values with a stratified-bootstrap 95% interval.
+seeds' values at a common env-step budget (the shortest run's), with a
+stratified-bootstrap 95% interval. A seed counts once per group (two runs
+of the same seed: the first), and runs that differ in budget or in the
+metrics they have are warned about.
 """
 
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 import re
@@ -20,6 +24,8 @@ FORMATS = ('.png', '.pdf', '.svg', '.jpg')
 DEFAULT_METRICS = ('eval_return_t0', 'episode_return_mean', 'avg_return')
 _SEED_LINE = re.compile(r'^\s*[\w./]*\bseed\s*=', re.M)
 _SEED_SUFFIX = re.compile(r'[_-](s|seed)?\d+$')
+_SEED_VALUE = re.compile(r'^\s*(?:[\w.]*/)?([\w.]+)\.seed\s*=\s*(\d+)', re.M)
+_LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -29,6 +35,9 @@ class Group:
   label: str
   runs: list[str]
   curves: dict[str, tuple[list[float], list[float]]]
+  # Per curve: the env steps of its points (the x axis may be time).
+  steps: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+  seeds: dict[str, str] = dataclasses.field(default_factory=dict)  # seed: curve
 
 
 def add_parser(sub: Any) -> None:
@@ -68,37 +77,79 @@ def config_key(run: str) -> str:
   return '\n'.join(kept)
 
 
-def default_metric(records: list[dict[str, Any]]) -> str:
-  """The first of DEFAULT_METRICS (by prefix) the records have."""
-  for prefix in DEFAULT_METRICS:
-    for r in records:
-      for k, v in r.items():
-        if k.startswith(prefix) and v is not None:
-          return k
-  raise ValueError('the runs have none of ' + ', '.join(DEFAULT_METRICS))
+def default_metric(records_by_run: dict[str, list[dict[str, Any]]]) -> str:
+  """The first of DEFAULT_METRICS (by prefix) that every run has.
+
+  Warns when the runs' own first choices differ (some evaluate, some not).
+
+  Raises:
+    ValueError: no metric of DEFAULT_METRICS is common to all runs.
+  """
+
+  def has(records):
+    return {k for r in records for k, v in r.items() if v is not None}
+
+  keys = {run: has(rs) for run, rs in records_by_run.items()}
+  common = set.intersection(*keys.values()) if keys else set()
+
+  def first(names):
+    for prefix in DEFAULT_METRICS:
+      found = sorted(k for k in names if k.startswith(prefix))
+      if found:
+        return found[0]
+    return None
+
+  metric = first(common)
+  if metric is None:
+    raise ValueError(
+      'the runs have no metric in common among ' + ', '.join(DEFAULT_METRICS)
+    )
+  own = {run: first(k) for run, k in keys.items()}
+  differ = [run for run, m in own.items() if m != metric]
+  if differ:
+    _LOG.warning(
+      'runs differ in metric: %s %s %s; plotting %s, which all runs have '
+      '(--metric picks another)',
+      differ[0],
+      'has' if own[differ[0]] else 'has none of',
+      own[differ[0]] or ', '.join(DEFAULT_METRICS),
+      metric,
+    )
+  return metric
+
+
+def run_seed(run: str) -> str | None:
+  """The seed a run's config.gin binds (the agent's, else RLTask's)."""
+  path = pathlib.Path(run, 'config.gin')
+  if not path.exists():
+    return None
+  found = dict(_SEED_VALUE.findall(path.read_text()))
+  agent = [v for k, v in found.items() if k != 'RLTask']
+  return agent[0] if agent else found.get('RLTask')
 
 
 def seed_curves(
   records: list[dict[str, Any]], metric: str, x: str
-) -> dict[str, tuple[list[float], list[float]]]:
-  """One (x, y) curve per seed (`seed` field; one curve if none)."""
+) -> dict[str, tuple[list[float], list[float], list[float]]]:
+  """One (x, y, env steps) curve per seed (`seed` field; one if none)."""
   by_seed: dict[str, list[dict[str, Any]]] = {}
   for r in records:
     by_seed.setdefault(str(r.get('seed', '')), []).append(r)
   curves = {}
   for seed, rs in by_seed.items():
     rs = sorted(rs, key=lambda r: r['epoch'])
-    elapsed, xs, ys = 0.0, [], []
+    elapsed, xs, ys, steps = 0.0, [], [], []
     for r in rs:
       elapsed += r.get('epoch_s') or (
         r.get('collect_s', 0) + r.get('train_s', 0)
       )
       if r.get(metric) is None:
         continue
-      xs.append(float(r['n_interactions']) if x == 'steps' else elapsed)
+      steps.append(float(r['n_interactions']))
+      xs.append(steps[-1] if x == 'steps' else elapsed)
       ys.append(float(r[metric]))
     if xs:
-      curves[seed] = (xs, ys)
+      curves[seed] = (xs, ys, steps)
   return curves
 
 
@@ -112,6 +163,10 @@ def group_runs(
 ) -> tuple[list[Group], str]:
   """Groups runs by config; returns the groups and the metric used.
 
+  Each seed counts once per group: a second run of the same seed (by its
+  `seed` field or its config.gin's seed binding) is left out, with a
+  warning.
+
   Raises:
     ValueError: a run has no metrics or no values of the metric.
   """
@@ -119,7 +174,7 @@ def group_runs(
 
   records = {run: metrics.read(run) for run in runs}
   if metric is None:
-    metric = default_metric([r for rs in records.values() for r in rs])
+    metric = default_metric(records)
   groups: dict[str, Group] = {}
   for run in runs:
     curves = seed_curves(records[run], metric, x)
@@ -127,10 +182,49 @@ def group_runs(
       raise ValueError(f'{run} has no values of {metric!r}')
     group = groups.setdefault(config_key(run), Group(_label(run), [], {}))
     group.runs.append(run)
-    for seed, curve in curves.items():
+    for seed, (xs, ys, steps) in curves.items():
       name = f'{run}:{seed}' if seed else run
-      group.curves[name] = curve
+      which = seed or run_seed(run)
+      if which is not None and which in group.seeds:
+        _LOG.warning(
+          '%s and %s are both seed %s of %s: counting it once (%s)',
+          group.seeds[which],
+          name,
+          which,
+          group.label,
+          group.seeds[which],
+        )
+        continue
+      group.seeds[which if which is not None else name] = name
+      group.curves[name] = (xs, ys)
+      group.steps[name] = steps
   return list(groups.values()), metric
+
+
+def budget(groups: list[Group]) -> float:
+  """The common env-step budget: where the shortest curve ends.
+
+  Warns when the curves end at different env steps.
+  """
+  ends = {name: steps[-1] for g in groups for name, steps in g.steps.items()}
+  low = min(ends.values())
+  if max(ends.values()) > low:
+    short = min(ends, key=ends.get)
+    _LOG.warning(
+      'runs differ in budget (%d to %d env steps): the IQM compares every '
+      'seed at %d env steps, where %s ends',
+      low,
+      max(ends.values()),
+      low,
+      short,
+    )
+  return low
+
+
+def value_at(steps: list[float], ys: list[float], at: float) -> float:
+  """The last value recorded at or before `at` env steps."""
+  last = max(i for i, s in enumerate(steps) if s <= at) if steps[0] <= at else 0
+  return ys[last]
 
 
 def mean_curve(group: Group):
@@ -150,19 +244,24 @@ def mean_curve(group: Group):
 
 
 def iqm_table(groups: list[Group], reps: int) -> list[dict[str, Any]]:
-  """IQM of the seeds' final values, its 95% CI and the mean, per group."""
+  """IQM of the seeds' values at the common budget (`budget`), its 95% CI
+  and the mean, per group."""
   import numpy as np
 
   from trax_rl import seed_stats
 
+  at = budget(groups)
   rows = []
   for g in groups:
-    finals = np.asarray([c[1][-1] for c in g.curves.values()])[:, None]
+    finals = np.asarray(
+      [value_at(g.steps[n], c[1], at) for n, c in g.curves.items()]
+    )[:, None]
     low, high = seed_stats.stratified_bootstrap_ci(finals, reps=reps)
     rows.append(
       {
         'run': g.label,
         'seeds': len(finals),
+        'env_steps': int(at),
         'iqm': seed_stats.iqm(finals),
         'ci_low': low,
         'ci_high': high,
@@ -224,7 +323,10 @@ def _draw(groups, metric, x, table, out) -> None:
         capsize=4,
       )
     bx.set_yticks(range(len(table)), [r['run'] for r in table])
-    bx.set_xlabel(f'IQM of final {metric}\n(95% stratified bootstrap CI)')
+    bx.set_xlabel(
+      f'IQM of {metric} at {table[0]["env_steps"]} env steps\n'
+      '(95% stratified bootstrap CI)'
+    )
   fig.tight_layout()
   fig.savefig(out)
   plt.close(fig)
@@ -232,8 +334,9 @@ def _draw(groups, metric, x, table, out) -> None:
 
 def format_table(metric: str, table: list[dict[str, Any]]) -> str:
   """The IQM table as markdown."""
+  at = table[0]['env_steps'] if table else 0
   lines = [
-    f'| run | seeds | IQM of final {metric} | 95% CI | mean |',
+    f'| run | seeds | IQM of {metric} at {at} env steps | 95% CI | mean |',
     '|---|---|---|---|---|',
   ]
   for r in table:
@@ -259,4 +362,5 @@ def run(args: argparse.Namespace) -> None:
   }
   if table:
     summary['iqm'] = table
+    summary['iqm_env_steps'] = table[0]['env_steps']
   print(json.dumps(summary))

@@ -307,6 +307,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     on_nonfinite: str = 'stop',
     epochs_per_call: int = 1,
     tracker: Any = None,
+    progress: Callable[[int], None] | None = None,
   ) -> None:
     """Runs n epochs (see `Runner.run`); callbacks get `(agent, record)`."""
     if self._only_eval:
@@ -325,6 +326,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       epochs_per_call=epochs_per_call,
       n_epochs_is_total_epochs=n_epochs_is_total_epochs,
       tracker=tracker,
+      progress=progress,
     )
 
   def _save_gin(self, record: dict[str, Any]) -> None:

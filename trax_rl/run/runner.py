@@ -167,6 +167,7 @@ class Runner:
     epochs_per_call: int = 1,
     n_epochs_is_total_epochs: bool = False,
     tracker: Any = None,
+    progress: Callable[[int], None] | None = None,
   ) -> None:
     """Runs n_epochs, up to epochs_per_call per source call.
 
@@ -182,11 +183,18 @@ class Runner:
       n_epochs_is_total_epochs: count epochs restored from output_dir too.
       tracker: where records go besides metrics.jsonl and TensorBoard
         (`tracking.build`): None, 'wandb' or a tracker.
+      progress: `progress(epoch)` as each epoch ends inside a source call
+        of several epochs (the device source calls it from its program);
+        the callbacks follow once the call is saved.
     """
     validation.check_count('n_epochs', n_epochs, 0)
     validation.check_count('epochs_per_call', epochs_per_call, 1)
     nonfinite.check_policy(on_nonfinite)
     self.restore()
+    if hasattr(self._source, 'set_progress'):
+      self._source.set_progress(
+        None if progress is None else lambda i: progress(self.epoch + i)
+      )
     self._source.set_epochs_per_call(epochs_per_call)
     n_left = n_epochs - self.epoch if n_epochs_is_total_epochs else n_epochs
     if self._writes and self._writer is None and n_left > 0:

@@ -55,12 +55,15 @@ def _epoch(
   return learner, CarryState(carry, key), record
 
 
-def _looped(epoch: Callable, k: int) -> Callable:
+def _looped(
+  epoch: Callable, k: int, report: Callable | None = None
+) -> Callable:
   """`(learner, state, n) -> (learner, state, records [k, ...])`.
 
   n <= k epochs in a loop whose trip count is a run-time value, so a short
   last call reuses the program; records past n stay zero. With k = 1 it is
-  the epoch itself.
+  the epoch itself. `report(i, x)`, if given, is called on the host as
+  epoch i of the loop ends (x: one of its values, so that it waits for it).
   """
   if k == 1:
 
@@ -81,6 +84,8 @@ def _looped(epoch: Callable, k: int) -> Callable:
       learner, state, buffers = carry
       learner, state, record = epoch(learner, state)
       buffers = jax.tree.map(lambda b, x: b.at[i].set(x), buffers, record)
+      if report is not None:
+        jax.debug.callback(report, i, jax.tree.leaves(record)[0])
       return learner, state, buffers
 
     return jax.lax.fori_loop(0, n, body, (learner, state, buffers))
@@ -133,6 +138,7 @@ class DeviceSource:
       compile_options.jit(first)(keys), self._sharding
     )
     self._evaluations: dict[tuple, Callable] = {}
+    self._progress: Callable[[int], None] | None = None
     self.epochs_per_call = 0
     self.set_epochs_per_call(1)
     self.compile_s = None  # Seconds the first compile took.
@@ -169,7 +175,10 @@ class DeviceSource:
     if k == self.epochs_per_call:
       return
     self.epochs_per_call = k
-    epochs = _looped(seed_axis.over_seeds(self._one_epoch, self._n_seeds), k)
+    report = self._report if self._progress is not None else None
+    epochs = _looped(
+      seed_axis.over_seeds(self._one_epoch, self._n_seeds), k, report
+    )
     placement = self._sharding
 
     def call(learner, state, n):
@@ -180,6 +189,20 @@ class DeviceSource:
     # Donated: the replay and train states update in place.
     self._epochs = compile_options.jit(call, donate_argnums=(0, 1))
     self._compiled = None
+
+  def set_progress(self, progress: Callable[[int], None] | None) -> None:
+    """Calls `progress(i)` on the host as epoch i (1-based) of a compiled
+    call of several epochs ends, from inside the program (None: no
+    calls; changing between the two recompiles)."""
+    had = self._progress is not None
+    self._progress = progress
+    if had != (progress is not None) and self.epochs_per_call > 1:
+      k, self.epochs_per_call = self.epochs_per_call, 0
+      self.set_epochs_per_call(k)
+
+  def _report(self, i: Any, _: Any) -> None:
+    if self._progress is not None:
+      self._progress(int(i) + 1)
 
   def compile(self, learner: Any) -> float:
     """Compiles the epoch for `learner`'s shapes; returns the seconds."""
