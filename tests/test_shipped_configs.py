@@ -133,3 +133,18 @@ def test_built_wheel_trains_a_shipped_config_by_name(tmp_path):
   assert (work / 'run' / 'checkpoint.pkl').exists()
   listing = run(str(venv / 'bin' / 'trax-rl'), 'configs')
   assert 'best >= 475 3/3' in listing  # RESULTS.md travels too.
+
+
+def test_every_shipped_config_evaluates():
+  from trax_rl import gin_registry
+
+  silent = []
+  for name in shipped_configs.names():
+    configurables.parse([shipped_configs.resolve(name)])
+    agent = configurables.query('train_rl.agent_class').selector
+    n = configurables.query(f'{agent}.n_eval_episodes')
+    if n is None:
+      n = configurables._default(gin_registry.lookup(agent), 'n_eval_episodes')
+    if not n:
+      silent.append(name)
+  assert silent == []

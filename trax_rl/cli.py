@@ -262,12 +262,23 @@ def _train(args) -> None:
   finally:
     if bar is not None:
       bar.close()
-  print(json.dumps(_summary(args.output_dir, agent.current_epoch, last)))
+  print(
+    json.dumps(
+      _summary(args.output_dir, agent.current_epoch, last, agent.final_eval)
+    )
+  )
 
 
-def _summary(output_dir: str, epochs: int, record: dict[str, Any]) -> dict:
+def _summary(
+  output_dir: str,
+  epochs: int,
+  record: dict[str, Any],
+  final_eval: dict[str, Any] | None = None,
+) -> dict:
   """The final line of `train`: the last epoch's mean training return (the
-  last 100 completed episodes) and its evaluations, if it had any."""
+  last 100 completed episodes), its evaluations if it had any, and the
+  evaluation after the last epoch (`final_eval_return_*`, mean of the
+  seeds), if the run evaluates."""
   output_dir = os.path.abspath(output_dir)
   mean = record.get('episode_return_mean')
   summary = {
@@ -279,6 +290,9 @@ def _summary(output_dir: str, epochs: int, record: dict[str, Any]) -> dict:
   summary.update(
     {k: v for k, v in record.items() if k.startswith('eval_return')}
   )
+  for k, v in (final_eval or {}).items():
+    if k.startswith('eval_return'):
+      summary[f'final_{k}'] = sum(v) / len(v)
   summary['metrics'] = os.path.join(output_dir, 'metrics.jsonl')
   return summary
 

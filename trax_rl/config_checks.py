@@ -40,6 +40,7 @@ _NOT_CONFIG = frozenset(
     'collector',  # Where experience comes from; resuming may change it.
     'tracker',  # Where the records go.
     'progress',
+    'final_eval',
     'multihost',  # How many hosts learn; resuming may change it.
     'coordinator_address',
     'num_processes',

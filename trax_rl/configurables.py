@@ -202,6 +202,8 @@ def train_rl(
   compiler_options: Mapping[str, Mapping[str, Any]] | None = None,
   tracker: Any = None,
   progress: Callable[[int], None] | None = None,
+  eval_every: int = 1,
+  final_eval: bool = True,
 ) -> program_agent.ProgramAgent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -262,6 +264,13 @@ def train_rl(
     progress: `progress(epoch)` as each epoch ends, also inside a compiled
       call of several epochs (`trax_rl.progress`; the device source calls
       it from its program).
+    eval_every: evaluate (the agent's `n_eval_episodes`) before every
+      eval_every-th epoch only (1: every epoch, as Trax; with
+      epochs_per_call, before each call holding such an epoch).
+    final_eval: after the last epoch, evaluate once more and write
+      `final_eval.json` (the trained policy's greedy return, which the
+      epochs' records, evaluated before each epoch, never show); `trax-rl
+      train`'s summary shows it. Nothing the checkpoint holds changes.
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -309,6 +318,7 @@ def train_rl(
         agent.use_seeds(n_seeds)
       changed = _config_changes(output_dir, allow_config_change)
       agent.restore()
+      epochs_before = agent.current_epoch
       agent.run(
         n_epochs,
         n_epochs_is_total_epochs=True,
@@ -317,7 +327,10 @@ def train_rl(
         epochs_per_call=epochs_per_call,
         tracker=tracker,
         progress=progress,
+        eval_every=eval_every,
       )
+      if final_eval and agent.current_epoch > epochs_before:
+        agent.final_eval = agent.runner.final_evaluation()
     finally:
       agent.close()
     return agent

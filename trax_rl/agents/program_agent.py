@@ -104,6 +104,8 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     # Across hosts (`join_job`), the programs' mapped axis of processes.
     self._axis_name: str | None = None
     self._initial_done = False  # RLTask.initial_trajectories observed.
+    # `train_rl`'s evaluation after the last epoch (`Runner.final_evaluation`).
+    self.final_eval: dict[str, Any] | None = None
 
   # To implement.
   def make_program(self, n_envs: int) -> program_lib.Program:
@@ -308,6 +310,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     epochs_per_call: int = 1,
     tracker: Any = None,
     progress: Callable[[int], None] | None = None,
+    eval_every: int = 1,
   ) -> None:
     """Runs n epochs (see `Runner.run`); callbacks get `(agent, record)`."""
     if self._only_eval:
@@ -327,6 +330,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       n_epochs_is_total_epochs=n_epochs_is_total_epochs,
       tracker=tracker,
       progress=progress,
+      eval_every=eval_every,
     )
 
   def _save_gin(self, record: dict[str, Any]) -> None:

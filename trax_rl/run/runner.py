@@ -15,6 +15,7 @@ are dropped on resume, so a run killed at any moment resumes from its last
 call exactly.
 """
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from trax_rl.run import nonfinite
 from trax_rl.sources import processes, seed_axis
 
 CHECKPOINT_FILE = 'checkpoint.pkl'
+FINAL_EVAL_FILE = 'final_eval.json'  # The evaluation after the last epoch.
 FORMAT = 'program'  # The checkpoint's 'kind'.
 
 
@@ -158,6 +160,30 @@ class Runner:
           out[s][eval_name(temperature, steps)] = mean
     return out
 
+  def final_evaluation(self) -> dict[str, Any] | None:
+    """Evaluates the trained learner once more, after the last epoch, and
+    writes `final_eval.json` (per seed); None if the run evaluates nothing.
+
+    It changes no state the checkpoint holds: a resumed run evaluates as
+    it would have without it.
+    """
+    if not self._n_eval_episodes:
+      return None
+    n_evals = self._n_evals
+    evals = self.evaluate()
+    self._n_evals = n_evals
+    for key in self.eval_returns:
+      for returns in self.eval_returns[key]:
+        returns.pop()
+    report = {'epoch': self.epoch, 'seeds': self._seeds}
+    for name in evals[0]:
+      report[name] = [e[name] for e in evals]
+    if self._writes:
+      checkpoint.write_atomic(
+        epath.Path(self._output_dir) / FINAL_EVAL_FILE, json.dumps(report)
+      )
+    return report
+
   # The loop.
   def run(
     self,
@@ -168,6 +194,7 @@ class Runner:
     n_epochs_is_total_epochs: bool = False,
     tracker: Any = None,
     progress: Callable[[int], None] | None = None,
+    eval_every: int = 1,
   ) -> None:
     """Runs n_epochs, up to epochs_per_call per source call.
 
@@ -186,9 +213,12 @@ class Runner:
       progress: `progress(epoch)` as each epoch ends inside a source call
         of several epochs (the device source calls it from its program);
         the callbacks follow once the call is saved.
+      eval_every: evaluate before a call only if one of its epochs is a
+        multiple of this (counted from 0; 1: before every call, as Trax).
     """
     validation.check_count('n_epochs', n_epochs, 0)
     validation.check_count('epochs_per_call', epochs_per_call, 1)
+    validation.check_count('eval_every', eval_every, 1)
     nonfinite.check_policy(on_nonfinite)
     self.restore()
     if hasattr(self._source, 'set_progress'):
@@ -205,7 +235,8 @@ class Runner:
     while n_left > 0:
       n = min(epochs_per_call, n_left)
       start = time.perf_counter()
-      evals = self.evaluate()
+      due = -(-self.epoch // eval_every) * eval_every < self.epoch + n
+      evals = self.evaluate() if due else [{} for _ in self._seeds]
       nonfinite_before = _n_nonfinite(self._source)
       steps_before = (
         nonfinite.steps_done(self.local_learner())
