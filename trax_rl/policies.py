@@ -160,3 +160,69 @@ def host_policy(
     return np.asarray(action), jax.device_get(info)
 
   return policy
+
+
+class Actor:
+  """Acting outside the runner, as Stable-Baselines3's `predict`.
+
+  Args:
+    make_policy: `make_policy(temperature)`, a host policy of the current
+      learner (`host_policy`).
+    observation_space: the task's observation space (after its wrappers).
+    env: the env's name, for errors.
+  """
+
+  def __init__(
+    self, make_policy: Callable[[float], Any], observation_space: Any, env: Any
+  ):
+    self._make_policy = make_policy
+    self._shape = tuple(observation_space.shape)
+    self._dtype = observation_space.dtype
+    self._env = env
+    self._policies: dict[tuple, Any] = {}
+
+  def __call__(
+    self,
+    observation: Any,
+    deterministic: bool,
+    episode_start: Any,
+    version: int,
+  ) -> np.ndarray:
+    """Actions for one observation or a batch.
+
+    Args:
+      observation: one observation (the task's observation shape, after
+        its wrappers) or a batch `[N, ...]` of them.
+      deterministic: the greedy action (temperature 0, as evaluation
+        plays); False samples as training does (temperature 1).
+      episode_start: for a recurrent agent, whether each observation starts
+        an episode (its core is reset); None: True on the first call for
+        this batch size, then False. Feed-forward agents ignore it.
+      version: changes when the learner does (its epoch).
+
+    Returns:
+      One action, or `[N, ...]` actions for a batch.
+
+    Raises:
+      ValueError: an observation of another shape than the task's.
+    """
+    obs = np.asarray(observation)
+    single = obs.shape == self._shape
+    batch = obs[None] if single else obs
+    if batch.shape[1:] != self._shape:
+      raise ValueError(
+        f'act: an observation of shape {obs.shape}, but {self._env!r} '
+        f'observations have shape {self._shape} (or a batch '
+        f'[N, *{self._shape}])'
+      )
+    n = batch.shape[0]
+    key = (bool(deterministic), n, version)
+    first = episode_start
+    if key not in self._policies:
+      self._policies.clear()  # One policy: this batch size, this learner.
+      self._policies[key] = self._make_policy(0.0 if deterministic else 1.0)
+      first = np.ones(n, bool) if first is None else first
+    first = np.zeros(n, bool) if first is None else first
+    first = np.broadcast_to(np.asarray(first, bool), (n,))
+    action, _ = self._policies[key](batch.astype(self._dtype), first)
+    return action[0] if single else action

@@ -20,10 +20,9 @@ import numpy as np
 from trax_rl import config_checks, policies, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
-from trax_rl.agents import initial_data, restoring, sources_for
+from trax_rl.agents import initial_data, only_eval, restoring, sources_for
 from trax_rl.algorithms import program as program_lib
 from trax_rl.run import runner as runner_lib
-from trax_rl.sources import gymnasium as gym_source
 from trax_rl.sources import processes, seed_axis
 
 EpochCallback = Callable[[Any, dict[str, Any]], Any]
@@ -106,6 +105,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     self._initial_done = False  # RLTask.initial_trajectories observed.
     # `train_rl`'s evaluation after the last epoch (`Runner.final_evaluation`).
     self.final_eval: dict[str, Any] | None = None
+    self._actor: policies.Actor | None = None  # `act`'s policies.
 
   # To implement.
   def make_program(self, n_envs: int) -> program_lib.Program:
@@ -304,17 +304,13 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
   def run(
     self,
     n_epochs: int = 1,
-    n_epochs_is_total_epochs: bool = False,
     callbacks: Sequence[EpochCallback] = (),
-    on_nonfinite: str = 'stop',
-    epochs_per_call: int = 1,
-    tracker: Any = None,
-    progress: Callable[[int], None] | None = None,
-    eval_every: int = 1,
+    **options: Any,
   ) -> None:
-    """Runs n epochs (see `Runner.run`); callbacks get `(agent, record)`."""
+    """Runs n epochs; callbacks get `(agent, record)`; `options` are
+    `Runner.run`'s (`epochs_per_call`, `on_nonfinite`, `tracker`, ...)."""
     if self._only_eval:
-      self._run_evaluation(n_epochs, callbacks)
+      only_eval.run(self, n_epochs, callbacks)
       return
     runner = self.runner
     if not runner.restore() and runner.epoch == 0 and not self._initial_done:
@@ -325,12 +321,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
         self._save_gin,
         *(lambda r, cb=cb: cb(self, r) for cb in callbacks),
       ],
-      on_nonfinite=on_nonfinite,
-      epochs_per_call=epochs_per_call,
-      n_epochs_is_total_epochs=n_epochs_is_total_epochs,
-      tracker=tracker,
-      progress=progress,
-      eval_every=eval_every,
+      **options,
     )
 
   def _save_gin(self, record: dict[str, Any]) -> None:
@@ -350,25 +341,6 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     if self._task.initial_trajectories:
       initial_data.observe(self.runner, self._task, self.max_rollout_steps())
 
-  def _run_evaluation(self, n_epochs: int, callbacks) -> None:
-    """`only_eval`: collect without learning and evaluate; state stays."""
-    from trax_rl import metrics  # noqa: PLC0415
-
-    self.restore()
-    writer = None
-    if self._output_dir is not None and processes.writes_outputs():
-      writer = metrics.MetricsWriter(self._output_dir)
-    for _ in range(n_epochs):
-      record = dict(self.runner.evaluate()[0])
-      source = self.runner.source
-      if isinstance(source, gym_source.GymnasiumSource):
-        record.update(source.collect(self.runner.learner).records[0])
-      record['epoch'] = self.current_epoch
-      if writer is not None:
-        writer.write('only_eval', self.current_epoch, record)
-      if any([cb(self, record) for cb in callbacks]):
-        break
-
   def evaluate(self) -> dict[str, float]:
     """Plays n_eval_episodes per temperature and step cap; returns means."""
     return self.runner.evaluate()[0]
@@ -385,6 +357,22 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     del evaluation
     key = jax.random.fold_in(jax.random.PRNGKey(self._seed), 5)
     return policies.host_policy(self.program, self.learner, key, temperature)
+
+  def act(
+    self,
+    observation: Any,
+    deterministic: bool = True,
+    episode_start: Any = None,
+  ) -> np.ndarray:
+    """One observation's action, or a batch's: Stable-Baselines3's
+    `predict` (`trax_rl.load(dir).act(obs)`); see `policies.Actor`."""
+    if self._actor is None:
+      self._actor = policies.Actor(
+        self.make_policy, self._task.observation_space, self._task.env_spec
+      )
+    return self._actor(
+      observation, deterministic, episode_start, self.current_epoch
+    )
 
   def policy(
     self, trajectory: trajectory_lib.Trajectory, temperature: float = 1.0
