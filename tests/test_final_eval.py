@@ -3,7 +3,7 @@
 import json
 
 from trax_rl import cli, configurables, metrics
-from trax_rl.run import runner
+from trax_rl.run import evaluations
 
 GYMNAX_PG = """
 RLTask.env = 'gymnax:CartPole-v1'
@@ -48,7 +48,7 @@ def test_eval_every_evaluates_before_every_kth_epoch(tmp_path):
 def test_the_final_evaluation_leaves_a_resume_exact(tmp_path):
   full = _train(tmp_path / 'full', 'train_rl.n_epochs = 4')
   _train(tmp_path / 'cut', 'train_rl.n_epochs = 2')
-  cut = json.loads((tmp_path / 'cut' / runner.FINAL_EVAL_FILE).read_text())
+  cut = json.loads((tmp_path / 'cut' / evaluations.FINAL_EVAL_FILE).read_text())
   assert cut['epoch'] == 2 and len(cut['eval_return_t0']) == 1
   _train(tmp_path / 'cut', 'train_rl.n_epochs = 4')
   drop = lambda rs: [  # noqa: E731
@@ -57,10 +57,14 @@ def test_the_final_evaluation_leaves_a_resume_exact(tmp_path):
   assert drop(metrics.read(tmp_path / 'cut')) == drop(
     metrics.read(tmp_path / 'full')
   )
-  final = json.loads((tmp_path / 'full' / runner.FINAL_EVAL_FILE).read_text())
+  final = json.loads(
+    (tmp_path / 'full' / evaluations.FINAL_EVAL_FILE).read_text()
+  )
   assert final == full.final_eval and final['epoch'] == 4
   # The same trained policy evaluated the same way: the same returns.
-  resumed = json.loads((tmp_path / 'cut' / runner.FINAL_EVAL_FILE).read_text())
+  resumed = json.loads(
+    (tmp_path / 'cut' / evaluations.FINAL_EVAL_FILE).read_text()
+  )
   assert resumed == final
 
 
@@ -73,5 +77,5 @@ def test_train_shows_the_final_evaluation(tmp_path, capsys):
   )
   assert code == 0
   summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-  final = json.loads((tmp_path / 'o' / runner.FINAL_EVAL_FILE).read_text())
+  final = json.loads((tmp_path / 'o' / evaluations.FINAL_EVAL_FILE).read_text())
   assert summary['final_eval_return_t0'] == final['eval_return_t0'][0]

@@ -15,7 +15,6 @@ are dropped on resume, so a run killed at any moment resumes from its last
 call exactly.
 """
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,19 +24,11 @@ import numpy as np
 from etils import epath
 
 from trax_rl import checkpoint, metrics, tracking, validation
-from trax_rl.run import nonfinite
+from trax_rl.run import evaluations, nonfinite
 from trax_rl.sources import processes, seed_axis
 
 CHECKPOINT_FILE = 'checkpoint.pkl'
-FINAL_EVAL_FILE = 'final_eval.json'  # The evaluation after the last epoch.
 FORMAT = 'program'  # The checkpoint's 'kind'.
-
-
-def eval_name(temperature: float, max_steps: int | None) -> str:
-  """The record field of an evaluation: 'eval_return_t0_s500', ..."""
-  return f'eval_return_t{temperature:g}' + (
-    f'_s{max_steps}' if max_steps else ''
-  )
 
 
 class Runner:
@@ -75,21 +66,17 @@ class Runner:
     self._seeds = list(seeds)
     self._k = len(self._seeds)
     self._learner = source.place(learner)
-    self._eval_streams = np.asarray(eval_streams)
     self._output_dir = output_dir
-    self._n_eval_episodes = n_eval_episodes
-    self._eval_steps = list(eval_steps)
-    self._eval_temperatures = tuple(eval_temperatures)
+    self.evaluations = evaluations.Evaluations(
+      self._seeds,
+      eval_streams,
+      n_eval_episodes,
+      eval_steps,
+      eval_temperatures,
+    )
     self._writes = writes_outputs and output_dir is not None
     self.epoch = 0
     self.avg_returns: list[list[float]] = [[] for _ in self._seeds]
-    # {(temperature, steps): per seed, the mean return of each evaluation}
-    self.eval_returns: dict[tuple[float, Any], list[list[float]]] = {
-      (t, s): [[] for _ in self._seeds]
-      for t in self._eval_temperatures
-      for s in self._eval_steps
-    }
-    self._n_evals = 0
     self._writer = None
     self._restored = False
     self._loaded = False
@@ -127,7 +114,12 @@ class Runner:
   @property
   def eval_streams(self) -> np.ndarray:
     """Each seed's evaluation key stream, `[k, 2]`."""
-    return self._eval_streams
+    return self.evaluations.streams
+
+  @property
+  def eval_returns(self) -> dict[tuple[float, Any], list[list[float]]]:
+    """{(temperature, steps): per seed, each evaluation's mean return}."""
+    return self.evaluations.returns
 
   def learner_of(self, index: int) -> Any:
     """Seed `index`'s learner (host copy for a seed batch)."""
@@ -139,50 +131,16 @@ class Runner:
   # Evaluation.
   def evaluate(self) -> list[dict[str, float]]:
     """Each seed's mean eval return per temperature and step cap."""
-    out = [{} for _ in self._seeds]
-    if not self._n_eval_episodes:
-      return out
-    streams = self._eval_streams if self._k > 1 else self._eval_streams[0]
-    for steps in self._eval_steps:
-      for temperature in self._eval_temperatures:
-        returns = self._source.evaluate(
-          self._learner,
-          temperature,
-          streams,
-          self._n_evals,
-          self._n_eval_episodes,
-          steps,
-        )
-        self._n_evals += 1
-        for s, seed_returns in enumerate(returns):
-          mean = float(np.mean(seed_returns))
-          self.eval_returns[(temperature, steps)][s].append(mean)
-          out[s][eval_name(temperature, steps)] = mean
-    return out
+    return self.evaluations.run(self._source, self._learner)
 
   def final_evaluation(self) -> dict[str, Any] | None:
-    """Evaluates the trained learner once more, after the last epoch, and
-    writes `final_eval.json` (per seed); None if the run evaluates nothing.
-
-    It changes no state the checkpoint holds: a resumed run evaluates as
-    it would have without it.
-    """
-    if not self._n_eval_episodes:
-      return None
-    n_evals = self._n_evals
-    evals = self.evaluate()
-    self._n_evals = n_evals
-    for key in self.eval_returns:
-      for returns in self.eval_returns[key]:
-        returns.pop()
-    report = {'epoch': self.epoch, 'seeds': self._seeds}
-    for name in evals[0]:
-      report[name] = [e[name] for e in evals]
-    if self._writes:
-      checkpoint.write_atomic(
-        epath.Path(self._output_dir) / FINAL_EVAL_FILE, json.dumps(report)
-      )
-    return report
+    """The evaluation after the last epoch (`Evaluations.final`)."""
+    return self.evaluations.final(
+      self._source,
+      self._learner,
+      self.epoch,
+      self._output_dir if self._writes else None,
+    )
 
   # The loop.
   def run(
@@ -322,11 +280,7 @@ class Runner:
       'seeds': list(self._seeds),
       'epoch': self.epoch,
       'avg_returns': [list(r) for r in self.avg_returns],
-      'eval_returns': [
-        [t, s, [list(v) for v in values]]
-        for (t, s), values in self.eval_returns.items()
-      ],
-      'n_evals': self._n_evals,
+      **self.evaluations.state(),
       'learner': [np.asarray(x) for x in jax.tree.leaves(learner)],
       'source': self._source.state_dict(),
     }
@@ -364,9 +318,7 @@ class Runner:
       self._source.load_state_dict(ckpt['source'])
       self.epoch = int(ckpt['epoch'])
       self.avg_returns = [[float(r) for r in x] for x in ckpt['avg_returns']]
-      for t, s, values in ckpt['eval_returns']:
-        self.eval_returns[(t, s)] = [list(v) for v in values]
-      self._n_evals = int(ckpt['n_evals'])
+      self.evaluations.load(ckpt)
     except (KeyError, TypeError, IndexError) as e:
       raise checkpoint.CheckpointError(
         f'checkpoint {path} is incomplete ({e!r})'
@@ -391,8 +343,7 @@ class Runner:
       self.set_learner(jax.tree.map(lambda x: x[i], learner))
       self.epoch = int(ckpt['epoch'])
       self.avg_returns = [[float(r) for r in ckpt['avg_returns'][i]]]
-      for t, s, values in ckpt['eval_returns']:
-        self.eval_returns[(t, s)] = [list(values[i])]
+      self.evaluations.load(ckpt, i)
     except (KeyError, TypeError, IndexError, ValueError) as e:
       raise checkpoint.CheckpointError(
         f'checkpoint {path} is incomplete ({e!r})'
