@@ -139,8 +139,23 @@ def _parser() -> argparse.ArgumentParser:
     help='which seed of a seed batch (train_rl.n_seeds) to evaluate',
   )
   plotting.add_parser(sub)
-  check = sub.add_parser('check', help='validate a config without training')
+  check = sub.add_parser(
+    'check',
+    help='check an env (--env) or a config and its env, without training',
+  )
   _add_config_args(check)
+  check.add_argument(
+    '--env',
+    default=None,
+    help="an env to check as SB3's env checker does: a gymnasium id, "
+    "'module:Name', or 'gymnax:<id>'",
+  )
+  check.add_argument(
+    '--env_steps',
+    type=int,
+    default=500,
+    help='random-action steps of the env check (default 500)',
+  )
   sub.add_parser('configs', help='list the shipped gin configs')
   convert = sub.add_parser(
     'convert', help='write the native gin file equivalent to a Trax one'
@@ -303,12 +318,22 @@ def _plot(args) -> None:
 
 
 def _check(args) -> None:
+  from trax_rl import env_checker, validation
+
+  validation.check_count('--env_steps', args.env_steps, 1)
+  if args.env is not None and not (args.config or args.config_file):
+    report = env_checker.check_env(args.env, args.env_steps)
+    print(json.dumps(dict({'env_check': 'ok'}, **report)))
+    return
   from trax_rl import configurables
   from trax_rl.agents import checks
 
   configurables.parse(*_config_args(args))
   agent = configurables.train_rl(output_dir=None, build_only=True)
+  env = env_checker.check_env(agent.task.env_spec, args.env_steps)
   report = checks.check(agent)
+  report['env_check'] = 'ok'
+  report['env_warnings'] = env['warnings']
   print(
     json.dumps(dict({'config': 'ok', 'agent': type(agent).__name__}, **report))
   )
