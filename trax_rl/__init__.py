@@ -4,8 +4,20 @@ The Python entry points for notebooks are `train`, `evaluate` and `load`.
 They import JAX and gin only when called, so `import trax_rl` stays light.
 """
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
+
+# JAX warns at every fork that a fork of a multithreaded process may
+# deadlock. `subprocess` forks only to exec at once (ffmpeg for videos,
+# Ray's processes, a notebook's helpers), where that cannot happen: those
+# warnings only are silenced; a real os.fork elsewhere still warns.
+warnings.filterwarnings(
+  'ignore',
+  message=r'os\.fork\(\) was called',
+  category=RuntimeWarning,
+  module='subprocess',
+)
 
 
 def train(

@@ -9,6 +9,7 @@ calls took.
 import difflib
 import logging
 import re
+from collections.abc import Callable
 
 import gin
 from etils import epath
@@ -208,7 +209,9 @@ def check_config_change(path: epath.Path | None, allow: bool) -> list[str]:
   return changed
 
 
-def binding_error(error: TypeError) -> Exception:
+def binding_error(
+  error: TypeError, hint: Callable[[str, str], str | None] | None = None
+) -> Exception:
   """A one-line ValueError for a gin binding the agent cannot take.
 
   An agent's **kwargs lets gin accept any parameter name, and an agent that
@@ -221,8 +224,10 @@ def binding_error(error: TypeError) -> Exception:
   unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
   if unknown is not None:
     name = unknown.group(1)
+    found = hint(owner, name) if hint is not None else None
     return ValueError(
-      f'unknown gin binding {owner}.{name}: {owner} has no parameter {name!r}'
+      f'unknown gin binding {owner}.{name}: {owner} has no parameter '
+      f'{name!r}' + (f'; {found}' if found else '')
     )
   twice = re.search(r"multiple values for keyword argument '(\w+)'", text)
   if twice is not None:

@@ -20,6 +20,7 @@ from trax_rl import (
   compile_options,
   config_checks,
   gin_registry,
+  knob_hints,
   shipped_configs,
   trax_compat,
   validation,
@@ -132,18 +133,18 @@ def _add_search_path() -> None:
 
 
 def accepts(name: str, param: str) -> bool:
-  """Whether the configurable of gin name `name` takes `param`.
-
-  A class's parameters are those of every `__init__` along its MRO, as the
-  agents pass `**kwargs` up to their bases, or those its
-  `parameter_names()` lists where it has one.
-  """
+  """Whether the configurable of gin name `name` takes `param`
+  (`knob_hints.accepts`)."""
   fn = train_rl if name == 'train_rl' else gin_registry.lookup(name)
+  return fn is not None and knob_hints.accepts(fn, param)
+
+
+def _hint(owner: str, param: str) -> str | None:
+  """What to bind instead of `owner.param` (`knob_hints.suggest`)."""
+  fn = train_rl if owner == 'train_rl' else gin_registry.lookup(owner)
   if fn is None:
-    return False
-  if hasattr(fn, 'parameter_names'):
-    return param in fn.parameter_names()
-  return binding_types.parameter_of(fn, param) is not None
+    return None
+  return knob_hints.suggest(owner, param, knob_hints.parameter_names(fn))
 
 
 def convert_trax_config(path: str) -> trax_compat.Conversion:
@@ -303,7 +304,7 @@ def train_rl(
       with restoring.restore_deferred():  # The config is compared first.
         agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)
     except TypeError as e:
-      raise config_checks.binding_error(e) from None
+      raise config_checks.binding_error(e, _hint) from None
     if build_only:
       agent.restore()
       return agent
