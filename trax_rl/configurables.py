@@ -299,7 +299,9 @@ def train_rl(
       n_seeds,
       query('RLTask.env'),
     )
-  with compile_options.applied(compiler_options):
+  # A run that fails before its first checkpoint leaves no new folder.
+  cleanup = validation.removed_if_unused(None if build_only else output_dir)
+  with cleanup, compile_options.applied(compiler_options):
     try:
       with restoring.restore_deferred():  # The config is compared first.
         agent = agent_class(task=gin_registry.RLTask(), output_dir=output_dir)

@@ -5,7 +5,9 @@ Each check raises `ValueError` with a message of the form
 as its one-line error.
 """
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -117,3 +119,26 @@ def check_evals(
       f'{owner}_evals_per_epoch ({evals_per_epoch}) must divide the train '
       f'steps per epoch ({train_steps_per_epoch})'
     )
+
+
+@contextlib.contextmanager
+def removed_if_unused(output_dir: str | None) -> Iterator[None]:
+  """Removes output_dir, if this block created it and fails before it
+  holds a checkpoint or a record, so a run that failed at once leaves no
+  empty folder behind. A folder that existed is never touched."""
+  path = epath.Path(output_dir) if output_dir is not None else None
+  new = path is not None and not path.exists()
+  try:
+    yield
+  except BaseException:
+    if new and path.is_dir() and not _holds_results(path):
+      path.rmtree()
+    raise
+
+
+def _holds_results(path: epath.Path) -> bool:
+  return any((path / name).exists() for name in _RESULTS)
+
+
+# What makes an output_dir worth keeping (checkpoint, metrics.jsonl).
+_RESULTS = ('checkpoint.pkl', 'metrics.jsonl')
