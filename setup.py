@@ -23,7 +23,7 @@ class BuildPyWithConfigs(build_py.build_py):
     if target.exists():
       shutil.rmtree(target)
     shutil.copytree(ROOT / 'gin', target)
-    shutil.copy(ROOT / 'benchmarks' / 'RESULTS.md', target / 'RESULTS.md')
+    shutil.copy(ROOT / 'benchmarks' / 'results.json', target / 'results.json')
 
 
 setuptools.setup(

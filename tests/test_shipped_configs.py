@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -51,13 +52,22 @@ def test_configs_command_lists_agent_env_and_result(capsys):
   rows = {ln.split()[0]: ln for ln in lines[1:]}
   assert set(rows) == set(shipped_configs.names())
   assert 'DQN' in rows['dqn_cartpole'] and 'CartPole-v1' in rows['dqn_cartpole']
-  # From benchmarks/RESULTS.md.
-  assert '100k: best >= 475 3/3, final 2/3 (mean 466)' in rows['dqn_cartpole']
+  # From benchmarks/results.json, in one format.
+  assert (
+    '100k steps, seeds 0-2: 3/3 >= 475, final 500 / 500 / 500, '
+    in rows['dqn_cartpole']
+  )
+  for row in rows.values():
+    assert row.endswith('not measured') or re.search(
+      r' \d+(k|M) steps, seeds \d+-\d+: \d+/\d+ >= -?[\d.]+, '
+      r'(final [-\d. /]+|IQM [-\d.]+ \[[-\d.]+, [-\d.]+\]), '
+      r'[\d.]+ s/seed$',
+      row,
+    ), row
   assert 'ReplayValueAgent + QrDqn' in rows['qrdqn_cartpole']
   assert 'not measured' in rows['atari/r2d2']
   # A config in a folder: its own row, not its top-level namesake's.
-  r2d2 = rows['gymnax/r2d2_cartpole_masked']
-  assert '(3/3 >= 400)' in r2d2 and 'gymnax:CartPole-v1 via' in r2d2
+  assert 'gymnax:CartPole-v1 via' in rows['gymnax/r2d2_cartpole_masked']
 
 
 def test_unknown_config_name(capsys, tmp_path):
@@ -74,7 +84,7 @@ def _copy_source(dest: pathlib.Path) -> None:
   shutil.copytree(ROOT / 'trax_rl', dest / 'trax_rl', ignore=ignore)
   shutil.copytree(ROOT / 'gin', dest / 'gin')
   (dest / 'benchmarks').mkdir()
-  shutil.copy(ROOT / 'benchmarks' / 'RESULTS.md', dest / 'benchmarks')
+  shutil.copy(ROOT / 'benchmarks' / 'results.json', dest / 'benchmarks')
 
 
 def test_built_wheel_trains_a_shipped_config_by_name(tmp_path):
@@ -132,7 +142,7 @@ def test_built_wheel_trains_a_shipped_config_by_name(tmp_path):
   assert json.loads(out.splitlines()[-1])['epochs'] == 1
   assert (work / 'run' / 'checkpoint.pkl').exists()
   listing = run(str(venv / 'bin' / 'trax-rl'), 'configs')
-  assert 'best >= 475 3/3' in listing  # RESULTS.md travels too.
+  assert '3/3 >= 475' in listing  # results.json travels too.
 
 
 def test_every_shipped_config_evaluates():

@@ -1,16 +1,18 @@
 """The gin configs shipped with trax_rl: find them by name and list them.
 
 In a built wheel the configs of the repository's `gin/` folder (and
-`benchmarks/RESULTS.md`, their measured results) travel inside the package,
+`benchmarks/results.json`, their measured claims) travel inside the package,
 as `trax_rl/configs/`; in a checkout they are read from `gin/` and
 `benchmarks/` beside the package.
 """
 
+import json
 import pathlib
 import re
+from typing import Any
 
 PACKAGE = pathlib.Path(__file__).resolve().parent
-RESULTS_FILE = 'RESULTS.md'
+RESULTS_FILE = 'results.json'
 _NAME = re.compile(r'[\w-]+(/[\w-]+)*(\.gin)?')
 
 
@@ -27,7 +29,7 @@ def directory() -> pathlib.Path:
 
 
 def results_file() -> pathlib.Path | None:
-  """`RESULTS.md` of the measured results, if it is there."""
+  """`results.json`, the stored claims (`benchmarks/seed_claims.py`)."""
   for candidate in (
     PACKAGE / 'configs' / RESULTS_FILE,
     PACKAGE.parent / 'benchmarks' / RESULTS_FILE,
@@ -96,30 +98,48 @@ def _binding(text: str, name: str) -> str | None:
   return found.group(1).strip().strip('\'"@') if found else None
 
 
-def _results() -> list[tuple[str, str]]:
-  """(first cell, 'budget: result') of each measured learning target."""
+def name_of(path: str) -> str | None:
+  """The shipped name of a config file's path, or None."""
+  try:
+    rel = pathlib.Path(path).resolve().relative_to(directory().resolve())
+  except ValueError:
+    return None
+  return rel.with_suffix('').as_posix()
+
+
+def _results() -> list[dict[str, Any]]:
+  """The stored claims (`benchmarks/seed_claims.py --store`)."""
   path = results_file()
-  if path is None:
-    return []
-  section = path.read_text().split('## Learning targets', 1)[-1]
-  rows = []
-  for line in section.splitlines():
-    cells = [c.strip() for c in line.strip().strip('|').split('|')]
-    if len(cells) >= 3 and '`' in cells[0]:
-      rows.append((cells[0], f'{cells[1]}: {cells[2]}'))
-  return rows
+  return json.loads(path.read_text()) if path is not None else []
 
 
-def _result_of(name: str, rows: list[tuple[str, str]]) -> str:
-  """The first row naming the config (`gymnax/x.gin` or `gin/gymnax/x.gin`
-  for one in a folder; also `x` for `x_cartpole` at the top level)."""
-  for first, result in rows:
-    tokens = [t.removeprefix('gin/') for t in re.findall(r'`([^`]+)`', first)]
-    if f'{name}.gin' in tokens:
-      return result
-    if '/' not in name and name.removesuffix('_cartpole') in tokens:
-      return result
-  return 'not measured'
+def _steps(n: int) -> str:
+  return f'{n / 1e6:.3g}M' if n >= 1e6 else f'{round(n / 1e3)}k'
+
+
+def format_result(entry: dict[str, Any]) -> str:
+  """One claim in the common format: budget, seeds at the target, the
+  final greedy returns (their IQM and interval from 4 seeds on), wall."""
+  first, last = entry['seeds']
+  finals = entry['final']
+  if len(finals) >= 4:
+    low, high = entry['ci']
+    returns = f'IQM {entry["iqm"]:g} [{low:g}, {high:g}]'
+  else:
+    returns = 'final ' + ' / '.join(f'{x:g}' for x in finals)
+  return (
+    f'{_steps(entry["env_steps"])} steps, seeds {first}-{last}: '
+    f'{entry["at_target"]}/{entry["n_seeds"]} >= {entry["target"]:g}, '
+    f'{returns}, {entry["wall_s_per_seed"]:g} s/seed'
+  )
+
+
+def _result_of(name: str, entries: list[dict[str, Any]]) -> str:
+  """The config's claim over the most seeds (without extra bindings)."""
+  own = [e for e in entries if e['config'] == name and not e.get('bindings')]
+  if not own:
+    return 'not measured'
+  return format_result(max(own, key=lambda e: (e['n_seeds'], e['date'])))
 
 
 def describe() -> list[dict[str, str]]:
