@@ -76,6 +76,9 @@ setuptools.setup(
             'psutil>=5.9',
             # tests/test_tracking.py logs to W&B in offline mode.
             'wandb>=0.19.10',
+            # tests/test_docs.py builds the site with --strict.
+            'mkdocs-material>=9.5',
+            'mkdocstrings[python]>=0.26',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
@@ -84,6 +87,8 @@ setuptools.setup(
         'ray': ['ray>=2.60'],
         # `trax-rl train --track`: Weights & Biases (trax_rl.tracking).
         'wandb': ['wandb>=0.19.10'],
+        # The documentation site: mkdocs build --strict (mkdocs.yml).
+        'docs': ['mkdocs-material>=9.5', 'mkdocstrings[python]>=0.26'],
     },
     cmdclass={'build_py': BuildPyWithConfigs},
     entry_points={'console_scripts': ['trax-rl=trax_rl.cli:main']},
