@@ -15,6 +15,7 @@ over the local devices when they divide k (`seed_axis`).
 """
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -28,6 +29,8 @@ from trax_rl.algorithms import program as program_lib
 from trax_rl.device import evaluate as evaluate_lib
 from trax_rl.device import rollout as rollout_lib
 from trax_rl.sources import seed_axis
+
+PROGRESS_S = 0.25  # Seconds of epochs between progress reports in a call.
 
 
 class CarryState(NamedTuple):
@@ -63,12 +66,13 @@ def _looped(
   n <= k epochs in a loop whose trip count is a run-time value, so a short
   last call reuses the program; records past n stay zero. With k = 1 it is
   the epoch itself. `report(i, x)`, if given, is called on the host as
-  epoch i of the loop ends (x: one of its values, so that it waits for it).
+  epoch i of the loop ends, for every `stride`-th epoch (a run-time value;
+  x: one of the epoch's values, so that it waits for it).
   """
   if k == 1:
 
-    def once(learner, state, n):
-      del n  # Always 1.
+    def once(learner, state, n, stride):
+      del n, stride  # Always 1; the runner reports the call's epoch.
       learner, state, record = epoch(learner, state)
       return learner, state, jax.tree.map(lambda x: x[None], record)
 
@@ -76,7 +80,7 @@ def _looped(
   # Jitted so that `eval_shape`'s trace is the one the loop body reuses.
   epoch = jax.jit(epoch)
 
-  def run(learner, state, n):
+  def run(learner, state, n, stride):
     _, _, shapes = jax.eval_shape(epoch, learner, state)
     buffers = jax.tree.map(lambda x: jnp.zeros((k, *x.shape), x.dtype), shapes)
 
@@ -85,7 +89,12 @@ def _looped(
       learner, state, record = epoch(learner, state)
       buffers = jax.tree.map(lambda b, x: b.at[i].set(x), buffers, record)
       if report is not None:
-        jax.debug.callback(report, i, jax.tree.leaves(record)[0])
+        jax.lax.cond(
+          (i + 1) % stride == 0,
+          lambda x: jax.debug.callback(report, i, x),
+          lambda x: None,
+          jax.tree.leaves(record)[0],
+        )
       return learner, state, buffers
 
     return jax.lax.fori_loop(0, n, body, (learner, state, buffers))
@@ -139,6 +148,7 @@ class DeviceSource:
     )
     self._evaluations: dict[tuple, Callable] = {}
     self._progress: Callable[[int], None] | None = None
+    self._stride = 1  # Epochs between progress reports inside a call.
     self.epochs_per_call = 0
     self.set_epochs_per_call(1)
     self.compile_s = None  # Seconds the first compile took.
@@ -181,8 +191,8 @@ class DeviceSource:
     )
     placement = self._sharding
 
-    def call(learner, state, n):
-      learner, state, records = epochs(learner, state, n)
+    def call(learner, state, n, stride):
+      learner, state, records = epochs(learner, state, n, stride)
       learner, state = seed_axis.constrain((learner, state), placement)
       return learner, state, records
 
@@ -207,7 +217,7 @@ class DeviceSource:
   def compile(self, learner: Any) -> float:
     """Compiles the epoch for `learner`'s shapes; returns the seconds."""
     start = time.perf_counter()
-    self._compiled = self._epochs.lower(learner, self._state, 1).compile()
+    self._compiled = self._epochs.lower(learner, self._state, 1, 1).compile()
     self.compile_s = time.perf_counter() - start
     return self.compile_s
 
@@ -227,8 +237,17 @@ class DeviceSource:
       raise ValueError(f'n must be in [1, {self.epochs_per_call}], got {n}')
     if self._compiled is None:
       self.compile(learner)
-    learner, self._state, records = self._compiled(learner, self._state, n)
+    start = time.perf_counter()
+    learner, self._state, records = self._compiled(
+      learner, self._state, n, self._stride
+    )
     records = jax.device_get(records)  # One transfer; waits for the epochs.
+    # Progress every ~PROGRESS_S seconds of epochs: a host callback per
+    # epoch costs a tenth of a 4 ms epoch (benchmarks/progress_cost.py).
+    epoch_s = (time.perf_counter() - start) / n
+    self._stride = max(
+      1, min(self.epochs_per_call, math.ceil(PROGRESS_S / max(epoch_s, 1e-9)))
+    )
     out = []
     for epoch in range(n):
       per_seed = []
