@@ -18,6 +18,7 @@ what to fix; softer findings come back as warnings.
 """
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -120,14 +121,45 @@ def _check_step_values(name, where, reward, terminated, truncated) -> None:
       )
 
 
+def _episodes(
+  name: str,
+  obs_space: gym.Space,
+  action_space: gym.Space,
+  n_steps: int,
+  step: Callable[[str, Any], tuple],
+  reset: Callable[[], Any],
+) -> dict[str, int]:
+  """Steps random actions, checking each step; resets at episode ends.
+
+  `step(where, action) -> (obs, reward, terminated, truncated)` checks the
+  output's structure; `reset() -> obs`.
+  """
+  counts = {'steps': n_steps, 'episodes_ended': 0, 'terminated': 0}
+  counts['truncated'] = 0
+  for t in range(n_steps):
+    where = f'step {t}'
+    obs, reward, terminated, truncated = step(where, action_space.sample())
+    _check_obs(name, where, obs, obs_space)
+    _check_step_values(name, where, reward, terminated, truncated)
+    if terminated or truncated:
+      counts['episodes_ended'] += 1
+      counts['terminated'] += bool(terminated)
+      counts['truncated'] += bool(truncated) and not terminated
+      _check_obs(name, 'reset', reset(), obs_space)
+  return counts
+
+
+def _start(name: str, env: Any, warnings: list[str]) -> None:
+  _check_space(name, 'observation_space', env.observation_space, warnings)
+  _check_space(name, 'action_space', env.action_space, warnings)
+
+
 def check_gymnasium(env_spec: Any, n_steps: int, seed: int) -> dict[str, Any]:
   """Checks a gymnasium env (see the module docstring); returns a report."""
   env = envs.make_env(env_spec)
   name = env_spec if isinstance(env_spec, str) else type(env.unwrapped).__name__
   warnings: list[str] = []
-  _check_space(name, 'observation_space', env.observation_space, warnings)
-  _check_space(name, 'action_space', env.action_space, warnings)
-  obs_space = env.observation_space
+  _start(name, env, warnings)
   out = _call(name, 'reset', env.reset, seed=seed)
   if not (isinstance(out, tuple) and len(out) == 2):
     raise _fail(
@@ -136,45 +168,37 @@ def check_gymnasium(env_spec: Any, n_steps: int, seed: int) -> dict[str, Any]:
   obs, info = out
   if not isinstance(info, dict):
     raise _fail(name, f'reset returned info {type(info).__name__}, not dict')
-  _check_obs(name, 'reset', obs, obs_space)
+  _check_obs(name, 'reset', obs, env.observation_space)
   again, _ = env.reset(seed=seed)
   if not np.array_equal(np.asarray(obs), np.asarray(again)):
     warnings.append(
       f'reset(seed={seed}) twice gave different observations: the env '
       'ignores the seed, so runs are not reproducible'
     )
-  env.action_space.seed(seed)
-  episodes, terminated_n, truncated_n = 0, 0, 0
-  for t in range(n_steps):
-    out = _call(name, f'step {t}', env.step, env.action_space.sample())
+
+  def step(where, action):
+    out = _call(name, where, env.step, action)
     if not (isinstance(out, tuple) and len(out) == 5):
       raise _fail(
         name,
         'step must return (observation, reward, terminated, truncated, '
         'info) (old gym: 4 values with one done)',
       )
-    obs, reward, terminated, truncated, info = out
-    where = f'step {t}'
-    _check_obs(name, where, obs, obs_space)
-    _check_step_values(name, where, reward, terminated, truncated)
-    if not isinstance(info, dict):
-      raise _fail(name, f'{where} returned info {type(info).__name__}')
-    if terminated or truncated:
-      episodes += 1
-      terminated_n += bool(terminated)
-      truncated_n += bool(truncated) and not terminated
-      _check_obs(name, 'reset', env.reset()[0], obs_space)
-  env.close()
-  return _report(
-    env_spec,
-    obs_space,
+    if not isinstance(out[4], dict):
+      raise _fail(name, f'{where} returned info {type(out[4]).__name__}')
+    return out[:4]
+
+  env.action_space.seed(seed)
+  counts = _episodes(
+    name,
+    env.observation_space,
     env.action_space,
     n_steps,
-    episodes,
-    terminated_n,
-    truncated_n,
-    warnings,
+    step,
+    lambda: env.reset()[0],
   )
+  env.close()
+  return _report(env_spec, env, counts, warnings)
 
 
 def check_jax(env_spec: Any, n_steps: int, seed: int) -> dict[str, Any]:
@@ -184,72 +208,52 @@ def check_jax(env_spec: Any, n_steps: int, seed: int) -> dict[str, Any]:
   env = jax_envs.make_jax_env(env_spec)
   name = env.name
   warnings: list[str] = []
-  _check_space(name, 'observation_space', env.observation_space, warnings)
-  _check_space(name, 'action_space', env.action_space, warnings)
-  obs_space = env.observation_space
+  _start(name, env, warnings)
   reset = jax.jit(env.reset)
-  step = jax.jit(env.step)
-  key = jax.random.PRNGKey(seed)
-  obs, state = reset(key)
-  _check_obs(name, 'reset', obs, obs_space)
-  again, _ = reset(key)
-  if not np.array_equal(np.asarray(obs), np.asarray(again)):
+  jit_step = jax.jit(env.step)
+  keys = {'key': jax.random.PRNGKey(seed)}
+  obs, state = reset(keys['key'])
+  _check_obs(name, 'reset', obs, env.observation_space)
+  if not np.array_equal(np.asarray(obs), np.asarray(reset(keys['key'])[0])):
     raise _fail(name, 'reset(key) twice gave different observations')
-  env_space = env.action_space
-  env_space.seed(seed)
-  episodes, terminated_n, truncated_n = 0, 0, 0
-  for t in range(n_steps):
-    key, step_key, reset_key = jax.random.split(key, 3)
-    action = np.asarray(env_space.sample())
-    out = step(step_key, state, action)
+  carry = {'state': state}
+
+  def next_key():
+    keys['key'], key = jax.random.split(keys['key'])
+    return key
+
+  def step(where, action):
+    out = jit_step(next_key(), carry['state'], np.asarray(action))
     if not isinstance(out, jax_envs.StepOutput):
-      raise _fail(name, 'step must return a jax_envs.StepOutput')
-    where = f'step {t}'
-    _check_obs(name, where, out.observation, obs_space)
-    reward = np.asarray(out.reward)
-    _check_step_values(
-      name,
-      where,
-      reward[()],
-      np.asarray(out.terminated)[()],
-      np.asarray(out.truncated)[()],
+      raise _fail(name, f'{where}: step must return a jax_envs.StepOutput')
+    carry['state'] = out.state
+    scalar = lambda x: np.asarray(x)[()]  # noqa: E731
+    return (
+      out.observation,
+      scalar(out.reward),
+      scalar(out.terminated),
+      scalar(out.truncated),
     )
-    state = out.state
-    if bool(out.terminated) or bool(out.truncated):
-      episodes += 1
-      terminated_n += bool(out.terminated)
-      truncated_n += bool(out.truncated) and not bool(out.terminated)
-      obs, state = reset(reset_key)
-  return _report(
-    env_spec,
-    obs_space,
-    env.action_space,
-    n_steps,
-    episodes,
-    terminated_n,
-    truncated_n,
-    warnings,
+
+  def restart():
+    obs, carry['state'] = reset(next_key())
+    return obs
+
+  env.action_space.seed(seed)
+  counts = _episodes(
+    name, env.observation_space, env.action_space, n_steps, step, restart
   )
+  return _report(env_spec, env, counts, warnings)
 
 
 def _report(
-  env_spec,
-  obs_space,
-  action_space,
-  n_steps,
-  episodes,
-  terminated,
-  truncated,
-  warnings,
+  env_spec: Any, env: Any, counts: dict[str, int], warnings: list[str]
 ) -> dict[str, Any]:
   return {
     'env': str(env_spec),
-    'observation_space': str(obs_space),
-    'action_space': str(action_space),
-    'steps': n_steps,
-    'episodes_ended': episodes,
-    'terminated': terminated,
-    'truncated': truncated,
+    'observation_space': str(env.observation_space),
+    'action_space': str(env.action_space),
+    **counts,
     'warnings': warnings,
   }
 

@@ -11,7 +11,7 @@ import os
 import gymnasium as gym
 import numpy as np
 
-from trax_rl import envs, jax_envs, validation
+from trax_rl import envs, jax_envs, types, validation
 
 
 class RLTask:
@@ -100,25 +100,15 @@ class RLTask:
     """The JAX env of the device source; None for a gymnasium env."""
     return self._jax_env
 
-  @property
-  def seed(self) -> int:
-    return self._seed
+  seed = types.read_only('_seed')
 
-  @property
-  def gamma(self) -> float:
-    return self._gamma
+  gamma = types.read_only('_gamma')
 
-  @property
-  def max_steps(self) -> int | None:
-    return self._max_steps
+  max_steps = types.read_only('_max_steps')
 
-  @property
-  def n_replay_epochs(self) -> int:
-    return self._n_replay_epochs
+  n_replay_epochs = types.read_only('_n_replay_epochs')
 
-  @property
-  def n_envs(self) -> int:
-    return self._n_envs
+  n_envs = types.read_only('_n_envs')
 
   @property
   def initial_trajectories(self) -> int | str:

@@ -4,7 +4,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from trax_rl import advantages
+from trax_rl import advantages, types
 
 
 class EnvInfo(NamedTuple):
@@ -68,21 +68,13 @@ class Trajectory:
   def last_observation(self) -> np.ndarray:
     return self._observations[-1]
 
-  @property
-  def observations(self) -> list[np.ndarray]:
-    return self._observations
+  observations = types.read_only('_observations')
 
-  @property
-  def actions(self) -> list[Any]:
-    return self._actions
+  actions = types.read_only('_actions')
 
-  @property
-  def rewards(self) -> list[float]:
-    return self._rewards
+  rewards = types.read_only('_rewards')
 
-  @property
-  def agent_infos(self) -> list[dict[str, Any]]:
-    return self._agent_infos
+  agent_infos = types.read_only('_agent_infos')
 
   @property
   def total_return(self) -> float:

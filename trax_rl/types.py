@@ -1,5 +1,6 @@
 """Pytrees shared across trax_rl: transitions, segments, batches, outputs."""
 
+import operator
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -114,3 +115,8 @@ class Rollout(NamedTuple):
   # prefix of the rollout: a source pads after them (an epoch counted in
   # episodes, an actor's chunk beside other actors' envs).
   valid: Any
+
+
+def read_only(attribute: str) -> property:
+  """A read-only property: `seed = read_only('_seed')` reads `self._seed`."""
+  return property(operator.attrgetter(attribute))

@@ -16,6 +16,7 @@ from trax_rl import (
   distributions,
   lr_schedules,
   normalization,
+  types,
   validation,
 )
 from trax_rl import task as task_lib
@@ -152,13 +153,9 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
       **self._expert(),
     ).program()
 
-  @property
-  def policy_distribution(self) -> Any:
-    return self._policy_dist
+  policy_distribution = types.read_only('_policy_dist')
 
-  @property
-  def network(self) -> networks.Network:
-    return self._network
+  network = types.read_only('_network')
 
   @property
   def observation_statistics(self) -> normalization.RunningStatistics:

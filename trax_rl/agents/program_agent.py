@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import config_checks, policies, validation
+from trax_rl import config_checks, policies, types, validation
 from trax_rl import task as task_lib
 from trax_rl import trajectory as trajectory_lib
 from trax_rl.agents import initial_data, only_eval, restoring, sources_for
@@ -123,9 +123,7 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     del slot, n_slots, epsilon
 
   # Read-only views, as Trax's.
-  @property
-  def task(self) -> task_lib.RLTask:
-    return self._task
+  task = types.read_only('_task')
 
   @property
   def program(self) -> program_lib.Program:
@@ -167,37 +165,23 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
       self._runner.close()
       self._runner = None
 
-  @property
-  def seed(self) -> int:
-    return self._seed
+  seed = types.read_only('_seed')
 
-  @property
-  def output_dir(self) -> str | None:
-    return self._output_dir
+  output_dir = types.read_only('_output_dir')
 
-  @property
-  def only_eval(self) -> bool:
-    return self._only_eval
+  only_eval = types.read_only('_only_eval')
 
-  @property
-  def n_eval_episodes(self) -> int:
-    return self._n_eval_episodes
+  n_eval_episodes = types.read_only('_n_eval_episodes')
 
   @property
   def eval_steps(self) -> list[int | None]:
     return list(self._eval_steps)
 
-  @property
-  def eval_temperatures(self) -> tuple[float, ...]:
-    return self._eval_temperatures
+  eval_temperatures = types.read_only('_eval_temperatures')
 
-  @property
-  def n_trajectories_per_epoch(self) -> int | None:
-    return self._n_trajectories_per_epoch
+  n_trajectories_per_epoch = types.read_only('_n_trajectories_per_epoch')
 
-  @property
-  def n_interactions_per_epoch(self) -> int | None:
-    return self._n_interactions_per_epoch
+  n_interactions_per_epoch = types.read_only('_n_interactions_per_epoch')
 
   @property
   def runner(self) -> runner_lib.Runner:

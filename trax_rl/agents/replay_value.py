@@ -269,25 +269,15 @@ class ReplayValueAgent(program_agent.ProgramAgent):
     ).program()
 
   # Views.
-  @property
-  def network(self) -> networks.Network:
-    return self._network
+  network = types.read_only('_network')
 
-  @property
-  def loss_fn(self) -> types.LossFn:
-    return self._loss_fn
+  loss_fn = types.read_only('_loss_fn')
 
-  @property
-  def table(self) -> device_table.DeviceTable:
-    return self._table
+  table = types.read_only('_table')
 
-  @property
-  def n_actions(self) -> int:
-    return self._n_actions
+  n_actions = types.read_only('_n_actions')
 
-  @property
-  def prioritized(self) -> bool:
-    return self._prioritized
+  prioritized = types.read_only('_prioritized')
 
   @property
   def env_steps(self) -> int:

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from trax_rl import advantages, envs, lr_schedules, validation
+from trax_rl import advantages, envs, lr_schedules, types, validation
 from trax_rl import task as task_lib
 from trax_rl.agents import program_agent
 from trax_rl.algorithms import trax_dqn
@@ -243,13 +243,9 @@ class DQN(program_agent.ProgramAgent):
       **self._knobs,
     ).program()
 
-  @property
-  def network(self) -> networks.Network:
-    return self._network
+  network = types.read_only('_network')
 
-  @property
-  def n_actions(self) -> int:
-    return self._n_actions
+  n_actions = types.read_only('_n_actions')
 
   def exploration_rate(self) -> float:
     """Trax's `schedule(epoch)`: the epsilon the last epoch collected with

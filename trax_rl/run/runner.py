@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from etils import epath
 
-from trax_rl import checkpoint, metrics, tracking, validation
+from trax_rl import checkpoint, metrics, tracking, types, validation
 from trax_rl.run import evaluations, nonfinite
 from trax_rl.sources import processes, seed_axis
 
@@ -82,9 +82,7 @@ class Runner:
     self._loaded = False
 
   # Views.
-  @property
-  def source(self) -> Any:
-    return self._source
+  source = types.read_only('_source')
 
   @property
   def learner(self) -> Any:
@@ -98,13 +96,9 @@ class Runner:
   def seeds(self) -> list[int]:
     return list(self._seeds)
 
-  @property
-  def n_seeds(self) -> int:
-    return self._k
+  n_seeds = types.read_only('_k')
 
-  @property
-  def output_dir(self) -> str | None:
-    return self._output_dir
+  output_dir = types.read_only('_output_dir')
 
   def local_learner(self) -> Any:
     """The learner as this process holds it (its row, across hosts)."""

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trax_rl import checkpoint, compile_options, jax_envs, validation
+from trax_rl import checkpoint, compile_options, jax_envs, types, validation
 from trax_rl.algorithms import program as program_lib
 from trax_rl.device import evaluate as evaluate_lib
 from trax_rl.device import rollout as rollout_lib
@@ -153,13 +153,9 @@ class DeviceSource:
     self.set_epochs_per_call(1)
     self.compile_s = None  # Seconds the first compile took.
 
-  @property
-  def n_seeds(self) -> int:
-    return self._n_seeds
+  n_seeds = types.read_only('_n_seeds')
 
-  @property
-  def program(self) -> Any:
-    return self._program
+  program = types.read_only('_program')
 
   @property
   def n_envs(self) -> int:
@@ -171,9 +167,7 @@ class DeviceSource:
     """Env steps per epoch and seed."""
     return self._steps_per_epoch
 
-  @property
-  def sharding(self) -> jax.sharding.Sharding | None:
-    return self._sharding
+  sharding = types.read_only('_sharding')
 
   def place(self, learner: Any) -> Any:
     """The learner on this source's devices, ready to be donated."""

@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import checkpoint, compile_options, envs
+from trax_rl import checkpoint, compile_options, envs, types
 from trax_rl.device import rollout as rollout_lib
 from trax_rl.sources import processes, seed_axis
 from trax_rl.sources.host_envs import Collection, HostEnvs, pad_steps
@@ -109,26 +109,18 @@ class GymnasiumSource:
     self._split = compile_options.jit(over(jax.random.split))
     self.epochs_per_call = 1
 
-  @property
-  def n_seeds(self) -> int:
-    return self._n_seeds
+  n_seeds = types.read_only('_n_seeds')
 
-  @property
-  def program(self) -> Any:
-    return self._program
+  program = types.read_only('_program')
 
   @property
   def n_envs(self) -> int:
     """Env columns of a rollout (per seed)."""
     return self._n_envs
 
-  @property
-  def env_spec(self) -> envs.EnvLike:
-    return self._spec
+  env_spec = types.read_only('_spec')
 
-  @property
-  def host_envs(self) -> HostEnvs:
-    return self._envs
+  host_envs = types.read_only('_envs')
 
   @property
   def steps_per_epoch(self) -> int | None:

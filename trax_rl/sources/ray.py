@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trax_rl import compile_options
+from trax_rl import compile_options, types
 from trax_rl.sources import gymnasium as gym_source
 from trax_rl.sources import host_envs, ray_actors
 
@@ -124,18 +124,14 @@ class RaySource:
   def n_seeds(self) -> int:
     return 1
 
-  @property
-  def program(self) -> Any:
-    return self._program
+  program = types.read_only('_program')
 
   @property
   def n_envs(self) -> int:
     """Env columns of the learner's rollouts (every actor's or unit's)."""
     return self._columns
 
-  @property
-  def steps_per_epoch(self) -> int | None:
-    return self._n_interactions
+  steps_per_epoch = types.read_only('_n_interactions')
 
   @property
   def restarts(self) -> int:

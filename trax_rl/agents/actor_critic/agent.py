@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from trax_rl import advantages, distributions, normalization, validation
+from trax_rl import advantages, distributions, normalization, types, validation
 from trax_rl import task as task_lib
 from trax_rl.agents import program_agent
 from trax_rl.agents.actor_critic import knobs
@@ -229,13 +229,9 @@ class ActorCritic(program_agent.ProgramAgent):
       value_loss_coeff,
     )
 
-  @property
-  def layout(self) -> Any:
-    return self._layout
+  layout = types.read_only('_layout')
 
-  @property
-  def policy_distribution(self) -> Any:
-    return self._policy_dist
+  policy_distribution = types.read_only('_policy_dist')
 
   @property
   def observation_statistics(self) -> normalization.RunningStatistics:
