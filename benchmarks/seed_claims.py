@@ -26,7 +26,13 @@ import time
 
 import numpy as np
 
-from trax_rl import compile_cache, configurables, seed_stats, shipped_configs
+from trax_rl import (
+  compile_cache,
+  configurables,
+  knobs,
+  seed_stats,
+  shipped_configs,
+)
 
 os.environ.setdefault(compile_cache.ENV_VAR, 'off')  # Compiles timed cold.
 RESULTS = pathlib.Path(__file__).resolve().parent / 'results.json'
@@ -39,7 +45,7 @@ def run(config: str, first: int, last: int, args) -> dict:
   bindings = list(args.binding)
   configurables.parse([path], bindings)
   agent = configurables.query('train_rl.agent_class').selector
-  bindings += configurables.run_bindings(first, args.steps)
+  bindings += knobs.run_bindings(first, args.steps)
   bindings += [
     f'train_rl.n_seeds = {n}',
     f'{agent}.n_eval_episodes = {args.eval_episodes}',

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import sysconfig
 
-from trax_rl import cli, configurables, shipped_configs
+from trax_rl import cli, configurables, knobs, shipped_configs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -154,7 +154,7 @@ def test_every_shipped_config_evaluates():
     agent = configurables.query('train_rl.agent_class').selector
     n = configurables.query(f'{agent}.n_eval_episodes')
     if n is None:
-      n = configurables._default(gin_registry.lookup(agent), 'n_eval_episodes')
+      n = knobs.default(gin_registry.lookup(agent), 'n_eval_episodes')
     if not n:
       silent.append(name)
   assert silent == []

@@ -114,7 +114,7 @@ def train(args, config_args: Callable, show_warnings: Callable) -> None:
 
 
 def _train(args, config_args: Callable) -> None:
-  from trax_rl import configurables, validation
+  from trax_rl import configurables, knobs, validation
 
   validation.check_output_dir(args.output_dir)
   files, bindings = config_args(args)
@@ -122,7 +122,7 @@ def _train(args, config_args: Callable) -> None:
     bindings = [*bindings, 'train_rl.multihost = True']
   bindings = bindings + _ray_bindings(args) + _track_bindings(args)
   configurables.parse(files, bindings)
-  extra = configurables.run_bindings(args.seed, args.steps)
+  extra = knobs.run_bindings(args.seed, args.steps)
   if extra:
     configurables.parse(files, bindings + extra)
   n_epochs = configurables.query('train_rl.n_epochs', 10)

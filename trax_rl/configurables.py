@@ -5,7 +5,6 @@ name) and in `config_checks` (the checks of a run's bindings).
 """
 
 import functools
-import inspect
 import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,7 @@ from trax_rl import (
   compile_options,
   config_checks,
   gin_registry,
-  knob_hints,
+  knobs,
   shipped_configs,
   trax_compat,
   validation,
@@ -134,17 +133,17 @@ def _add_search_path() -> None:
 
 def accepts(name: str, param: str) -> bool:
   """Whether the configurable of gin name `name` takes `param`
-  (`knob_hints.accepts`)."""
+  (`knobs.accepts`)."""
   fn = train_rl if name == 'train_rl' else gin_registry.lookup(name)
-  return fn is not None and knob_hints.accepts(fn, param)
+  return fn is not None and knobs.accepts(fn, param)
 
 
 def _hint(owner: str, param: str) -> str | None:
-  """What to bind instead of `owner.param` (`knob_hints.suggest`)."""
+  """What to bind instead of `owner.param` (`knobs.suggest`)."""
   fn = train_rl if owner == 'train_rl' else gin_registry.lookup(owner)
   if fn is None:
     return None
-  return knob_hints.suggest(owner, param, knob_hints.parameter_names(fn))
+  return knobs.suggest(owner, param, knobs.parameter_names(fn))
 
 
 def convert_trax_config(path: str) -> trax_compat.Conversion:
@@ -383,50 +382,6 @@ def build_agent(config: str) -> program_agent.ProgramAgent:
   gin.clear_config()
   gin.parse_config(config)
   return train_rl(output_dir=None, build_only=True)
-
-
-def run_bindings(seed: int | None, steps: int | None) -> list[str]:
-  """The bindings `trax-rl train --seed --steps` add to the parsed config.
-
-  --seed S binds every seed of the run: `RLTask.seed` (env resets, random
-  actions) and the agent's `seed` (parameters, acting, learning and
-  evaluation keys); with `train_rl.n_seeds = k` the run trains S .. S+k-1.
-  --steps N is the budget in env steps (per seed): `train_rl.n_epochs` =
-  ceil(N / the agent's `n_interactions_per_epoch`).
-
-  Raises:
-    ValueError: a negative seed or budget, or --steps with epochs counted
-      in episodes.
-  """
-  agent = query('train_rl.agent_class')
-  name = agent.selector if agent is not None else None
-  extra = []
-  if seed is not None:
-    validation.check_count('--seed', seed, 0)
-    extra += [f'RLTask.seed = {seed}']
-    extra += [f'{name}.seed = {seed}'] if name else []
-  if steps is not None:
-    validation.check_count('--steps', steps, 1)
-    per_epoch = query(f'{name}.n_interactions_per_epoch') if name else None
-    if per_epoch is None:
-      fn = gin_registry.lookup(name) if name else None
-      per_epoch = _default(fn, 'n_interactions_per_epoch')
-    if not per_epoch:
-      raise ValueError(
-        f'--steps needs epochs counted in env steps ({name}.'
-        'n_interactions_per_epoch); this config counts episodes '
-        f'({name}.n_trajectories_per_epoch): use train_rl.n_epochs'
-      )
-    extra += [f'train_rl.n_epochs = {-(-steps // per_epoch)}']
-  return extra
-
-
-def _default(fn: Any, param: str) -> Any:
-  """A configurable's default for `param`, or None."""
-  found = binding_types.parameter_of(fn, param) if fn is not None else None
-  if found is None or found[1].default is inspect.Parameter.empty:
-    return None
-  return found[1].default
 
 
 def query(binding: str, default: Any = None) -> Any:

@@ -9,6 +9,7 @@ import pytest
 
 from trax_rl import configurables, gin_registry, task
 from trax_rl.algorithms import pqn
+from trax_rl.losses import value_estimates
 from trax_rl.testing import fake_envs, resume
 
 ROOT = os.path.dirname(
@@ -23,7 +24,7 @@ def test_lambda_returns_by_hand():
   terminated = jnp.array([0, 1, 0, 0], bool)[:, None]
   cut = jnp.array([0, 0, 0, 1], bool)[:, None]
   q = jnp.array([10.0, 20.0, 30.0, 40.0])[:, None]
-  g = pqn.lambda_returns(reward, terminated, cut, q, 0.5, 0.5)
+  g = value_estimates.q_lambda_returns(reward, terminated, cut, q, 0.5, 0.5)
   g3 = 4 + 0.5 * 40  # 24
   g2 = 3 + 0.5 * (30 + 0.5 * (g3 - 30))  # 16.5
   g1 = 2.0  # terminated: no bootstrap
@@ -37,11 +38,13 @@ def test_lambda_zero_is_one_step_and_one_is_monte_carlo():
   terminated = jnp.zeros((6, 3), bool).at[2, 1].set(True)
   cut = jnp.zeros((6, 3), bool).at[-1].set(True)
   q = jax.random.normal(jax.random.PRNGKey(1), (6, 3))
-  one_step = pqn.lambda_returns(reward, terminated, cut, q, 0.9, 0.0)
+  one_step = value_estimates.q_lambda_returns(
+    reward, terminated, cut, q, 0.9, 0.0
+  )
   np.testing.assert_allclose(
     one_step, reward + 0.9 * jnp.where(terminated, 0.0, q), rtol=1e-6
   )
-  mc = pqn.lambda_returns(reward, terminated, cut, q, 0.9, 1.0)
+  mc = value_estimates.q_lambda_returns(reward, terminated, cut, q, 0.9, 1.0)
   # Column 0: no termination, so G_0 = sum 0.9^t r_t + 0.9^6 q_5.
   expected = sum(0.9**t * reward[t, 0] for t in range(6)) + 0.9**6 * q[5, 0]
   np.testing.assert_allclose(mc[0, 0], expected, rtol=1e-5)
@@ -56,7 +59,7 @@ def test_lambda_zero_is_one_step_and_one_is_monte_carlo():
 def test_cut_steps_mark_truncations_and_the_last_valid_step():
   truncated = jnp.array([[0, 0], [1, 0], [0, 0], [0, 0]], bool)
   valid = jnp.array([[1, 1], [1, 1], [1, 1], [1, 0]], bool)
-  cut = pqn.cut_steps(truncated, valid)
+  cut = value_estimates.cut_steps(truncated, valid)
   np.testing.assert_array_equal(cut, [[0, 0], [1, 0], [0, 1], [1, 1]])
 
 

@@ -26,7 +26,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,44 +34,11 @@ import optax
 from trax_rl import envs, policies, types, validation
 from trax_rl.algorithms import program as program_lib
 from trax_rl.device import rollout as rollout_lib
+from trax_rl.losses import value_estimates
 from trax_rl.networks import base as networks
+from trax_rl.networks import models
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update as update_lib
-
-
-class QNetwork(nn.Module):
-  """PQN's Q network: LayerNorm and ReLU after every hidden layer.
-
-  With LayerNorm right after each layer, the scale of a layer's initial
-  kernel does not matter, so flax's default initializers stand in for
-  purejaxql's He-normal ones.
-
-  Attributes:
-    n_actions: A, one Q value per action.
-    layer_widths: widths of the hidden Dense layers.
-    conv_channels: if > 0, a 3x3 VALID conv of this many filters first
-      (MinAtar's torso, on `[B, H, W, C]` frames).
-    layer_norm: normalize after each hidden layer (the paper's point).
-  """
-
-  n_actions: int
-  layer_widths: Sequence[int] = (128, 128)
-  conv_channels: int = 0
-  layer_norm: bool = True
-
-  def _normalize(self, x: jax.Array) -> jax.Array:
-    return nn.LayerNorm()(x) if self.layer_norm else x
-
-  @nn.compact
-  def __call__(self, x: jax.Array) -> jax.Array:
-    x = jnp.asarray(x, jnp.float32)
-    if self.conv_channels:
-      x = nn.Conv(self.conv_channels, (3, 3), padding='VALID')(x)
-      x = nn.relu(self._normalize(x))
-    x = x.reshape((x.shape[0], -1))
-    for width in self.layer_widths:
-      x = nn.relu(self._normalize(nn.Dense(width)(x)))
-    return nn.Dense(self.n_actions)(x)  # [B, A]
 
 
 class Steps(NamedTuple):
@@ -90,56 +56,6 @@ class PQNLearner(NamedTuple):
   train: train_state_lib.TrainState
   steps: Steps  # [T, N, ...] the last rollout, with its targets
   env_steps: Any  # [] int32, env steps of the training policy so far
-
-
-def cut_steps(truncated: jax.Array, valid: jax.Array) -> jax.Array:
-  """Where a return must bootstrap rather than go on, `[T, N]` bool.
-
-  After a truncation, and after each env's last valid step (the rollout's
-  end, or the padding after it): the next step is not the same episode's,
-  or not there.
-  """
-  next_valid = jnp.concatenate([valid[1:], jnp.zeros_like(valid[:1])])
-  return truncated | ~next_valid
-
-
-def lambda_returns(
-  reward: jax.Array,
-  terminated: jax.Array,
-  cut: jax.Array,
-  q_next: jax.Array,
-  gamma: float,
-  lambda_: float,
-) -> jax.Array:
-  """Peng's Q(lambda) returns, computed backwards over a rollout.
-
-  G_t = r_t + gamma * (1 - terminated_t) * (q_t + lambda * (1 - cut_t) *
-  (G_{t+1} - q_t)), with q_t = max_a Q(o_{t+1}, a): at a cut step, the
-  one-step target r_t + gamma q_t.
-
-  Args:
-    reward: `[T, N]` r_t.
-    terminated: `[T, N]` bool, no bootstrap after step t.
-    cut: `[T, N]` bool, bootstrap from q_t, not from G_{t+1}
-      (`cut_steps`); must hold at t = T - 1.
-    q_next: `[T, N]` max_a Q(o_{t+1}, a), o_{t+1} the final observation
-      where the episode ended.
-    gamma: the discount.
-    lambda_: the trace decay.
-
-  Returns:
-    `[T, N]` float32 returns G_t.
-  """
-
-  def step(g_next, x):
-    r, term, c, q = x
-    bootstrap = q + lambda_ * jnp.where(c, 0.0, g_next - q)
-    g = r + gamma * jnp.where(term, 0.0, bootstrap)
-    return g, g
-
-  xs = (reward.astype(jnp.float32), terminated, cut, q_next)
-  _, returns = jax.lax.scan(step, jnp.zeros_like(xs[0][0]), xs, reverse=True)
-  return returns
 
 
 def q_loss(
@@ -231,10 +147,10 @@ class PQNProgram:
     flat = next_obs.reshape((-1,) + next_obs.shape[2:])
     q_next = self.network.apply(learner.train.params, flat)
     q_next = jnp.max(q_next, axis=-1).reshape(r.reward.shape)
-    targets = lambda_returns(
+    targets = value_estimates.q_lambda_returns(
       r.reward * self.knobs.reward_scale,
       r.terminated,
-      cut_steps(r.truncated, r.valid),
+      value_estimates.cut_steps(r.truncated, r.valid),
       q_next,
       self.spec.gamma,
       self.knobs.lambda_,
@@ -432,7 +348,7 @@ class PQN:
         f'n_minibatches must be <= the steps of a rollout ({per_rollout}), '
         f'got {self.n_minibatches}'
       )
-    module = QNetwork(
+    module = models.LayerNormQNetwork(
       n_actions, tuple(self.layer_widths), self.conv_channels, self.layer_norm
     )
     example = np.zeros(shape, spec.observation_space.dtype)

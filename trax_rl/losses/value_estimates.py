@@ -226,3 +226,53 @@ def explained_variance(
     return policy_losses.masked_mean(jnp.square(x - mean_x), mask)
 
   return 1.0 - var(targets - values) / (var(targets) + 1e-8)
+
+
+def cut_steps(truncated: jax.Array, valid: jax.Array) -> jax.Array:
+  """Where a return must bootstrap rather than go on, `[T, N]` bool.
+
+  After a truncation, and after each env's last valid step (the rollout's
+  end, or the padding after it): the next step is not the same episode's,
+  or not there.
+  """
+  next_valid = jnp.concatenate([valid[1:], jnp.zeros_like(valid[:1])])
+  return truncated | ~next_valid
+
+
+def q_lambda_returns(
+  reward: jax.Array,
+  terminated: jax.Array,
+  cut: jax.Array,
+  q_next: jax.Array,
+  gamma: float,
+  lambda_: float,
+) -> jax.Array:
+  """Peng's Q(lambda) returns, computed backwards over a rollout (PQN).
+
+  G_t = r_t + gamma * (1 - terminated_t) * (q_t + lambda * (1 - cut_t) *
+  (G_{t+1} - q_t)), with q_t = max_a Q(o_{t+1}, a): at a cut step, the
+  one-step target r_t + gamma q_t.
+
+  Args:
+    reward: `[T, N]` r_t.
+    terminated: `[T, N]` bool, no bootstrap after step t.
+    cut: `[T, N]` bool, bootstrap from q_t, not from G_{t+1}
+      (`cut_steps`); must hold at t = T - 1.
+    q_next: `[T, N]` max_a Q(o_{t+1}, a), o_{t+1} the final observation
+      where the episode ended.
+    gamma: the discount.
+    lambda_: the trace decay.
+
+  Returns:
+    `[T, N]` float32 returns G_t.
+  """
+
+  def step(g_next, x):
+    r, term, c, q = x
+    bootstrap = q + lambda_ * jnp.where(c, 0.0, g_next - q)
+    g = r + gamma * jnp.where(term, 0.0, bootstrap)
+    return g, g
+
+  xs = (reward.astype(jnp.float32), terminated, cut, q_next)
+  _, returns = jax.lax.scan(step, jnp.zeros_like(xs[0][0]), xs, reverse=True)
+  return returns

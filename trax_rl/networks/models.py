@@ -360,3 +360,38 @@ class ActionValue(nn.Module):
     for _ in range(self.inject_actions_n_layers):
       h = nn.relu(nn.Dense(self.inject_actions_dim)(h))
     return nn.Dense(1)(h)[..., 0]
+
+
+class LayerNormQNetwork(nn.Module):
+  """PQN's Q network: LayerNorm and ReLU after every hidden layer.
+
+  With LayerNorm right after each layer, the scale of a layer's initial
+  kernel does not matter, so flax's default initializers stand in for
+  purejaxql's He-normal ones.
+
+  Attributes:
+    n_actions: A, one Q value per action.
+    layer_widths: widths of the hidden Dense layers.
+    conv_channels: if > 0, a 3x3 VALID conv of this many filters first
+      (MinAtar's torso, on `[B, H, W, C]` frames).
+    layer_norm: normalize after each hidden layer (the paper's point).
+  """
+
+  n_actions: int
+  layer_widths: Sequence[int] = (128, 128)
+  conv_channels: int = 0
+  layer_norm: bool = True
+
+  def _normalize(self, x: jax.Array) -> jax.Array:
+    return nn.LayerNorm()(x) if self.layer_norm else x
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x = jnp.asarray(x, jnp.float32)
+    if self.conv_channels:
+      x = nn.Conv(self.conv_channels, (3, 3), padding='VALID')(x)
+      x = nn.relu(self._normalize(x))
+    x = x.reshape((x.shape[0], -1))
+    for width in self.layer_widths:
+      x = nn.relu(self._normalize(nn.Dense(width)(x)))
+    return nn.Dense(self.n_actions)(x)  # [B, A]

@@ -1,4 +1,6 @@
-"""What to bind instead: hints for a gin knob a configurable does not take.
+"""Knobs across configurables: which a configurable takes, what to bind
+instead of one it does not take, and what `trax-rl train --seed --steps`
+bind.
 
 A binding of an unknown parameter names the configurable's close misses
 (`PPO.entropy_coef` -> `entropy_coeff`), and the knobs users bring from
@@ -10,7 +12,9 @@ import difflib
 import inspect
 from typing import Any
 
-from trax_rl import binding_types
+import gin
+
+from trax_rl import binding_types, gin_registry, validation
 
 # Knobs of other libraries -> ours: a parameter of the same configurable,
 # or (with a '.') a binding elsewhere.
@@ -94,3 +98,54 @@ def suggest(owner: str, param: str, names: set[str]) -> str | None:
   if close:
     return 'did you mean ' + ' or '.join(f'{owner}.{c}' for c in close) + '?'
   return None
+
+
+def run_bindings(seed: int | None, steps: int | None) -> list[str]:
+  """The bindings `trax-rl train --seed --steps` add to the parsed config.
+
+  --seed S binds every seed of the run: `RLTask.seed` (env resets, random
+  actions) and the agent's `seed` (parameters, acting, learning and
+  evaluation keys); with `train_rl.n_seeds = k` the run trains S .. S+k-1.
+  --steps N is the budget in env steps (per seed): `train_rl.n_epochs` =
+  ceil(N / the agent's `n_interactions_per_epoch`).
+
+  Raises:
+    ValueError: a negative seed or budget, or --steps with epochs counted
+      in episodes.
+  """
+  agent = _query('train_rl.agent_class')
+  name = agent.selector if agent is not None else None
+  extra = []
+  if seed is not None:
+    validation.check_count('--seed', seed, 0)
+    extra += [f'RLTask.seed = {seed}']
+    extra += [f'{name}.seed = {seed}'] if name else []
+  if steps is not None:
+    validation.check_count('--steps', steps, 1)
+    per_epoch = _query(f'{name}.n_interactions_per_epoch') if name else None
+    if per_epoch is None:
+      fn = gin_registry.lookup(name) if name else None
+      per_epoch = default(fn, 'n_interactions_per_epoch')
+    if not per_epoch:
+      raise ValueError(
+        f'--steps needs epochs counted in env steps ({name}.'
+        'n_interactions_per_epoch); this config counts episodes '
+        f'({name}.n_trajectories_per_epoch): use train_rl.n_epochs'
+      )
+    extra += [f'train_rl.n_epochs = {-(-steps // per_epoch)}']
+  return extra
+
+
+def default(fn: Any, param: str) -> Any:
+  """A configurable's default for `param`, or None."""
+  found = binding_types.parameter_of(fn, param) if fn is not None else None
+  if found is None or found[1].default is inspect.Parameter.empty:
+    return None
+  return found[1].default
+
+
+def _query(binding: str) -> Any:
+  try:
+    return gin.query_parameter(binding)
+  except ValueError:
+    return None

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trax_rl import cli, knob_hints
+from trax_rl import cli, knobs
 
 
 @pytest.mark.parametrize(
@@ -40,4 +40,4 @@ def test_a_close_miss_names_the_right_knob(capsys, config, binding, hint):
 
 
 def test_no_hint_for_a_name_like_nothing():
-  assert knob_hints.suggest('PPO', 'zzz_qqq', {'epsilon', 'seed'}) is None
+  assert knobs.suggest('PPO', 'zzz_qqq', {'epsilon', 'seed'}) is None
