@@ -15,7 +15,8 @@ et al. 2021), the mean, and the wall per seed (the batch's wall, compiles
 included, over its seeds).
 
 --store writes the summary into benchmarks/results.json (one entry per
-config and seed range), which `trax-rl configs` shows.
+config and seed range), which `trax-rl configs` shows; --table prints the
+stored claims of 4 or more seeds as the markdown table of RESULTS.md.
 """
 
 import argparse
@@ -91,20 +92,46 @@ def store(summary: dict) -> None:
   RESULTS.write_text(json.dumps(entries, indent=1) + '\n')
 
 
+def table() -> str:
+  """The stored claims over 4 or more seeds, as a markdown table."""
+  rows = [
+    '| config | budget | seeds | at target | IQM of final [95% CI] | '
+    'finals | wall s/seed |',
+    '|---|---|---|---|---|---|---|',
+  ]
+  for e in json.loads(RESULTS.read_text()):
+    if e['n_seeds'] < 4:
+      continue
+    finals = ' / '.join(f'{x:g}' for x in e['final'])
+    rows.append(
+      f'| `{e["config"]}` | {e["env_steps"]} | {e["seeds"][0]}-'
+      f'{e["seeds"][1]} | {e["at_target"]}/{e["n_seeds"]} >= '
+      f'{e["target"]:g} | {e["iqm"]:g} [{e["ci"][0]:g}, {e["ci"][1]:g}] | '
+      f'{finals} | {e["wall_s_per_seed"]:g} |'
+    )
+  return '\n'.join(rows)
+
+
 def main(argv=None) -> None:
   import sys
 
   p = argparse.ArgumentParser(description=__doc__)
-  p.add_argument('--config', action='append', required=True)
+  p.add_argument('--config', action='append', default=[])
   p.add_argument(
     '--seeds', type=int, nargs=2, default=[0, 9], metavar=('FIRST', 'LAST')
   )
-  p.add_argument('--target', type=float, required=True)
+  p.add_argument('--target', type=float, default=None)
   p.add_argument('--steps', type=int, default=None, help='default: config')
   p.add_argument('--eval_episodes', type=int, default=20)
   p.add_argument('--binding', action='append', default=[])
   p.add_argument('--store', action='store_true')
+  p.add_argument('--table', action='store_true')
   args = p.parse_args(argv)
+  if args.table:
+    print(table())
+    return
+  if not args.config or args.target is None:
+    p.error('--config and --target are needed (or --table)')
   args.argv = list(sys.argv[1:] if argv is None else argv)
   first, last = args.seeds
   if last < first:

@@ -35,3 +35,41 @@ def test_seed_sweep_runs_a_value_config():
   run, summary = lines[0], lines[-1]
   assert run['env_steps'] == 2000 and len(run['curve']) == 2
   assert summary['seeds'] == [0]
+
+
+def test_seed_claims_runs_a_seed_batch_and_its_table():
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / 'benchmarks' / 'seed_claims.py'),
+      '--config',
+      'gymnax/ppo_cartpole_fast',
+      '--seeds',
+      '3',
+      '4',
+      '--steps',
+      '1024',
+      '--eval_episodes',
+      '2',
+      '--target',
+      '500',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+  assert [x['seed'] for x in lines[:2]] == [3, 4]
+  summary = lines[-1]
+  assert summary['seeds'] == [3, 4] and summary['n_seeds'] == 2
+  assert summary['env_steps'] == 1024 and len(summary['final']) == 2
+  assert summary['at_target'] == sum(x >= 500 for x in summary['final'])
+  table = subprocess.run(
+    [sys.executable, str(ROOT / 'benchmarks' / 'seed_claims.py'), '--table'],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
+  assert table.startswith('| config | budget | seeds | at target |')
