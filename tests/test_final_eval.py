@@ -4,19 +4,14 @@ import json
 
 from trax_rl import cli, configurables, metrics
 from trax_rl.run import evaluations
+from trax_rl.testing import cli_args
 
-GYMNAX_PG = """
-RLTask.env = 'gymnax:CartPole-v1'
-RLTask.n_envs = 4
-RLTask.initial_trajectories = 0
-MLP.layer_widths = (16,)
-Policy.body = @MLP
-PolicyGradient.model_fn = @Policy
-PolicyGradient.batch_size = 64
-PolicyGradient.n_interactions_per_epoch = 64
+GYMNAX_PG = (
+  cli_args.TINY_GYMNAX_PG
+  + """
 PolicyGradient.n_eval_episodes = 2
-train_rl.agent_class = @PolicyGradient
 """
+)
 
 
 def _train(output_dir, *bindings):

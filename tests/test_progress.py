@@ -7,6 +7,7 @@ import shutil
 import time
 
 from trax_rl import cli, configurables, progress
+from trax_rl.testing import cli_args
 
 RECORD = {
   'epoch': 3,
@@ -69,19 +70,13 @@ def test_the_bar_shows_steps_and_evals_within_80_columns():
     assert field in last
 
 
-GYMNAX_PG = """
-RLTask.env = 'gymnax:CartPole-v1'
-RLTask.n_envs = 4
-RLTask.initial_trajectories = 0
-MLP.layer_widths = (16,)
-Policy.body = @MLP
-PolicyGradient.model_fn = @Policy
-PolicyGradient.batch_size = 64
-PolicyGradient.n_interactions_per_epoch = 64
-train_rl.agent_class = @PolicyGradient
+GYMNAX_PG = (
+  cli_args.TINY_GYMNAX_PG
+  + """
 train_rl.n_epochs = 4
 train_rl.epochs_per_call = 4
 """
+)
 
 
 def test_the_device_source_reports_each_epoch_from_inside_its_call():

@@ -10,18 +10,9 @@ import pytest
 from tensorboardX.proto import event_pb2
 
 from trax_rl import cli, configurables, metrics, tracking
+from trax_rl.testing import cli_args
 
-PG_GIN = """
-RLTask.env = 'gymnax:CartPole-v1'
-RLTask.n_envs = 4
-RLTask.initial_trajectories = 0
-MLP.layer_widths = (16,)
-Policy.body = @MLP
-PolicyGradient.model_fn = @Policy
-PolicyGradient.batch_size = 64
-PolicyGradient.n_interactions_per_epoch = 64
-train_rl.agent_class = @PolicyGradient
-"""
+PG_GIN = cli_args.TINY_GYMNAX_PG
 
 
 class Recorder:

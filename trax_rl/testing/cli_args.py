@@ -12,6 +12,21 @@ TINY_PG_BINDINGS = (
 )
 
 
+# PolicyGradient on gymnax's CartPole-v1 in 64-step epochs: a device-path
+# run of a few epochs in seconds.
+TINY_GYMNAX_PG = """
+RLTask.env = 'gymnax:CartPole-v1'
+RLTask.n_envs = 4
+RLTask.initial_trajectories = 0
+MLP.layer_widths = (16,)
+Policy.body = @MLP
+PolicyGradient.model_fn = @Policy
+PolicyGradient.batch_size = 64
+PolicyGradient.n_interactions_per_epoch = 64
+train_rl.agent_class = @PolicyGradient
+"""
+
+
 def tiny_pg_train(
   config_file: str,
   output_dir: str,
