@@ -150,7 +150,9 @@ class GymnasiumSource:
     self.epochs_per_call = k
 
   def _act_fn(self, temperature: float) -> Callable:
-    """The jitted policy at `temperature`, every seed at once."""
+    """The jitted policy at `temperature`, every seed at once: obs `[k, N,
+    ...]` and first `[k, N]` in, action and info `[k, N, ...]` out (the
+    seed axis of one seed added and removed inside, not by host calls)."""
     fn = self._acts.get(temperature)
     if fn is not None:
       return fn
@@ -163,30 +165,30 @@ class GymnasiumSource:
       action, info = program.act(learner, key, obs, temperature)
       return action, info, core
 
-    one = seed_axis.over_seeds(
-      one, self._n_seeds, in_axes=(0, 0, None, 0, 0, 0)
-    )
-    fn = self._acts[temperature] = compile_options.jit(one)
+    if self._n_seeds == 1:
+
+      def seeds(learner, stream, index, obs, core, first):
+        action, info, core = one(learner, stream, index, obs[0], core, first[0])
+        return jax.tree.map(lambda x: x[None], (action, info)) + (core,)
+
+    else:
+      seeds = jax.vmap(one, in_axes=(0, 0, None, 0, 0, 0))
+    fn = self._acts[temperature] = compile_options.jit(seeds)
     return fn
 
   def _host_act(self, learner, temperature, streams, counter):
-    """A `HostAct` of `learner` at `temperature`; counts its calls."""
+    """A `HostAct` of `learner` at `temperature`; counts its calls.
+
+    Its action and info are the jitted call's arrays, read by the
+    collection when it needs them: the call runs while the host records
+    the step before.
+    """
     fn = self._act_fn(temperature)
-    squeeze = self._n_seeds == 1
 
     def act(obs, first, core):
-      if squeeze:
-        obs, first = obs[0], first[0]
-      action, info, core = fn(
-        learner, streams, np.uint32(counter[0]), obs, core, first
-      )
+      out = fn(learner, streams, np.uint32(counter[0]), obs, core, first)
       counter[0] += 1
-      action = np.asarray(action)
-      info = jax.device_get(info) if info else info
-      if squeeze:
-        action = action[None]
-        info = jax.tree.map(lambda x: np.asarray(x)[None], info)
-      return action, info, core
+      return out
 
     return act
 

@@ -39,7 +39,8 @@ WINDOW = rollout_lib.WINDOW  # episode_return_mean: the last this many.
 
 # act(observation [k, N, ...], first [k, N], core) -> (action [k, N, ...],
 #   info {name: [k, N, ...]}, core); `core` a recurrent policy's state
-#   (leaves [k, N, ...]) or ().
+#   (leaves [k, N, ...]) or (). Action and info may be numpy or JAX arrays
+#   still being computed: `collect` reads them only when it needs them.
 HostAct = Callable[[np.ndarray, np.ndarray, Any], tuple[Any, dict, Any]]
 
 
@@ -104,7 +105,7 @@ class _SeedEnvs:
     )
     next_obs = np.array(next_obs)
     self.count_nonfinite(next_obs)
-    terminated = np.asarray(terminated, bool)
+    terminated = np.array(terminated, bool)  # Rollouts keep it.
     self.episode_length += 1
     truncated = np.array(truncated, bool)  # A copy: gymnax's is read-only.
     if max_steps is not None:
@@ -274,61 +275,48 @@ class HostEnvs:
       if by_episode or e.obs is None:
         e.reset()
       e.continuing = not by_episode
-    k, n = len(self._envs), self._n
-    counting = np.ones((k, n), bool)
-    started = np.full(k, n)
-    if by_episode:
-      counting[:, n_episodes:] = False
-      started[:] = min(n, n_episodes)
-    finished = np.zeros(k, np.int64)
-    ended_returns: list[list[float]] = [[] for _ in range(k)]
-    ended_lengths: list[list[int]] = [[] for _ in range(k)]
-    steps = []
-    while True:
-      if by_episode and (finished >= n_episodes).all():
-        break
-      if not by_episode and len(steps) >= n_steps:
-        break
-      obs = np.stack([e.obs for e in self._envs])
-      first = np.stack([e.first for e in self._envs])
-      action, info, core = act(obs, first, core)
+    tally = _Tally(len(self._envs), self._n, n_steps, n_episodes)
+    steps = _Steps()
+    obs = self._stacked('obs')
+    # The next step's policy call is dispatched before this step's
+    # bookkeeping, so that a jitted policy computes while Python records.
+    pending = act(obs, self._stacked('first'), core) if tally.more() else None
+    while pending is not None:
+      action, info, core = pending
       action = np.asarray(action)
       outs = [
         e.step(action[s], self._max_steps) for s, e in enumerate(self._envs)
       ]
-      next_obs, reward, terminated, truncated, ended = (
-        np.stack(x) for x in zip(*outs)
+      next_obs, reward, terminated, truncated, ended = _stack_seeds(outs)
+      valid = tally.step(terminated | truncated, ended, self._envs)
+      step_obs, obs = obs, self._stacked('obs')
+      if tally.more():
+        pending = act(obs, self._stacked('first'), core)
+      else:
+        pending = None
+      steps.add(
+        observation=step_obs,
+        action=action,
+        reward=reward,
+        terminated=terminated,
+        truncated=truncated,
+        next_observation=next_obs,
+        agent_info=info,
+        episode_return=(
+          np.where(valid, ended, 0.0).astype(np.float32)
+          if by_episode
+          else ended
+        ),
+        valid=valid,
       )
-      valid = counting.copy()
-      done = terminated | truncated
-      for s, e in enumerate(self._envs):
-        mine = done[s] & counting[s]
-        ended_returns[s].extend(float(r) for r in ended[s][mine])
-        ended_lengths[s].extend(int(n) for n in e.ended_length[mine])
-        finished[s] += int(mine.sum())
-        if by_episode:
-          for i in np.flatnonzero(done[s] & counting[s]):
-            counting[s, i] = started[s] < n_episodes
-            started[s] += int(counting[s, i])
-        e.n_interactions += int(valid[s].sum())
-      steps.append(
-        rollout_lib.Rollout(
-          observation=obs,
-          action=action,
-          reward=reward,
-          terminated=terminated,
-          truncated=truncated,
-          next_observation=next_obs,
-          agent_info=jax.tree.map(np.asarray, info),
-          episode_return=np.where(valid, ended, 0.0).astype(np.float32),
-          valid=valid,
-        )
-      )
-    rollout = _stack_time(steps)
+    rollout = steps.rollout()
+    for s, e in enumerate(self._envs):
+      e.n_interactions += int(rollout.valid[s].sum())
     if by_episode:
-      length = len(steps)
+      length = tally.n_steps_done
       total = pad_to if pad_to and pad_to >= length else pad_steps(length)
       rollout = jax.tree.map(lambda x: pad_axis(x, total, 1), rollout)
+    ended_returns, ended_lengths = tally.returns, tally.lengths
     records = []
     for s, e in enumerate(self._envs):
       e.returns.extend(ended_returns[s])
@@ -351,6 +339,12 @@ class HostEnvs:
       )
     return Collection(rollout, core, records, ended_returns, ended_lengths)
 
+  def _stacked(self, name: str) -> np.ndarray:
+    """Every seed's `obs` or `first`, `[k, N, ...]` (a view for one seed)."""
+    if len(self._envs) == 1:
+      return getattr(self._envs[0], name)[None]
+    return np.stack([getattr(e, name) for e in self._envs])
+
   def state_dict(self) -> dict[str, Any]:
     return {'seeds': [e.state_dict() for e in self._envs]}
 
@@ -363,6 +357,79 @@ class HostEnvs:
       e.env.close()
 
 
-def _stack_time(steps: list[rollout_lib.Rollout]) -> rollout_lib.Rollout:
-  """Steps `[k, N, ...]` -> one Rollout `[k, T, N, ...]`."""
-  return jax.tree.map(lambda *xs: np.stack(xs, axis=1), *steps)
+def _stack_seeds(outs: list[tuple]) -> tuple:
+  """Each seed's `_SeedEnvs.step` output -> `[k, N, ...]` per field."""
+  if len(outs) == 1:
+    return tuple(x[None] for x in outs[0])
+  return tuple(np.stack(x) for x in zip(*outs))
+
+
+class _Tally:
+  """A collection's episode bookkeeping: which envs' episodes count, the
+  counted episodes that ended, and whether to step on (see `collect`)."""
+
+  def __init__(
+    self, k: int, n: int, n_steps: int | None, n_episodes: int | None
+  ):
+    self._by_episode = n_episodes is not None
+    self._n_steps = n_steps
+    self._n_episodes = n_episodes
+    self.counting = np.ones((k, n), bool)
+    self._started = np.full(k, n)
+    if self._by_episode:
+      self.counting[:, n_episodes:] = False
+      self._started[:] = min(n, n_episodes)
+    self._finished = np.zeros(k, np.int64)
+    self.returns: list[list[float]] = [[] for _ in range(k)]
+    self.lengths: list[list[int]] = [[] for _ in range(k)]
+    self.n_steps_done = 0
+
+  def more(self) -> bool:
+    """Whether the collection takes another step."""
+    if self._by_episode:
+      return not (self._finished >= self._n_episodes).all()
+    return self.n_steps_done < self._n_steps
+
+  def step(
+    self, done: np.ndarray, ended: np.ndarray, envs: list[_SeedEnvs]
+  ) -> np.ndarray:
+    """Counts a step's ended episodes (`done`, `ended` returns `[k, N]`);
+    returns which of its envs' steps are valid `[k, N]`."""
+    self.n_steps_done += 1
+    valid = self.counting.copy() if self._by_episode else self.counting
+    mine = done & self.counting
+    if not mine.any():
+      return valid
+    for s in np.flatnonzero(mine.any(axis=1)):
+      self.returns[s].extend(float(r) for r in ended[s][mine[s]])
+      self.lengths[s].extend(int(x) for x in envs[s].ended_length[mine[s]])
+      self._finished[s] += int(mine[s].sum())
+      if self._by_episode:
+        for i in np.flatnonzero(mine[s]):
+          self.counting[s, i] = self._started[s] < self._n_episodes
+          self._started[s] += int(self.counting[s, i])
+    return valid
+
+
+class _Steps:
+  """A collection's steps `[k, N, ...]`, kept per field until the end."""
+
+  def __init__(self):
+    self._fields = {f: [] for f in rollout_lib.Rollout._fields}
+    self._info_def = None
+
+  def add(self, agent_info: Any, **fields: np.ndarray) -> None:
+    for name, value in fields.items():
+      self._fields[name].append(value)
+    leaves, self._info_def = jax.tree.flatten(agent_info)
+    self._fields['agent_info'].append([np.asarray(x) for x in leaves])
+
+  def rollout(self) -> rollout_lib.Rollout:
+    """One Rollout `[k, T, N, ...]` of the steps."""
+    fields = self._fields
+    stack = lambda xs: np.stack(xs, axis=1)  # noqa: E731
+    infos = fields.pop('agent_info')
+    out = {name: stack(xs) for name, xs in fields.items()}
+    leaves = [stack(xs) for xs in zip(*infos)]
+    out['agent_info'] = jax.tree.unflatten(self._info_def, leaves)
+    return rollout_lib.Rollout(**out)
