@@ -116,10 +116,17 @@ class DeviceTable:
       storage=storage,
       keys=np.full(self.max_size, -1, np.int32),
       priorities=np.zeros(self.max_size, np.float32),
-      tree=sum_tree.init(self.max_size) if self.prioritized else (),
+      tree=self._empty_tree() if self.prioritized else (),
       num_inserts=np.zeros((), np.int32),
       num_samples=np.zeros((), np.int32),
     )
+
+  def _empty_tree(self) -> sum_tree.SumTreeState:
+    # In numpy too: flashbax's `max_recorded_priority` is a weakly typed
+    # jnp.array(1.0) and every update returns a strong one: a learner built
+    # with the weak one compiled `train` twice (its first call, then the
+    # rest), 1-2 s of a short CPU run.
+    return jax.tree.map(np.asarray, sum_tree.init(self.max_size))
 
   def size(self, state: DeviceReplay) -> jax.Array:
     """The number of items in the table."""
