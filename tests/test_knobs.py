@@ -17,6 +17,12 @@ from trax_rl import cli, knobs
     ('pg_cartpole', 'PolicyGradient.lr=0.1', 'PolicyGradient.lr_schedule'),
     ('gymnax/pqn_cartpole', 'PQN.lr=0.1', 'did you mean PQN.learning_rate?'),
     (
+      'sac_pendulum',
+      'SAC.learning_rate=1e-3',
+      'per network: SAC.actor_lr, SAC.critic_lr, SAC.temperature_lr',
+    ),
+    ('td3_pendulum', 'TD3.buffer_size=10', 'TD3.max_replay_size'),
+    (
       'ppo_cartpole',
       'PPO.ent_coef=0.0',
       'the knob for that here is PPO.entropy_coeff',

@@ -28,7 +28,7 @@ from trax_rl.agents import (
   value_agents,
 )
 from trax_rl.agents.actor_critic import algorithms as actor_critic
-from trax_rl.algorithms import pqn
+from trax_rl.algorithms import pqn, sac, td3
 from trax_rl.distributed import ray_collector
 from trax_rl.losses import distributional, q_learning
 from trax_rl.losses import r2d2 as r2d2_losses
@@ -136,6 +136,8 @@ _register(
 )
 # PQN: parallelised Q-learning, one program module.
 _register(family_agent.agent_class(pqn.PQN))
+# Off-policy actor-critics for Box actions, one program.
+_register(family_agent.agent_class(sac.SAC), family_agent.agent_class(td3.TD3))
 
 # Where experience comes from. Ray itself is imported only when a
 # RayCollector starts.

@@ -73,6 +73,10 @@ def _learning_rates(owner: str, names: set[str]) -> str | None:
   schedules = sorted(n for n in names if n.endswith('lr_schedule'))
   if 'learning_rate' in names:
     return f'did you mean {owner}.learning_rate?'
+  per_network = sorted(n for n in names if n.endswith('_lr'))
+  if per_network:
+    listed = ', '.join(f'{owner}.{n}' for n in per_network)
+    return f'its learning rates are per network: {listed}'
   if not schedules:
     return None
   first = schedules[0]

@@ -50,11 +50,18 @@ def agent_class(family: type) -> type:
     lifecycle = set(inspect.signature(ProgramAgent.__init__).parameters)
     return (fields | lifecycle) - {'self', 'task'}
 
+  # A family's knobs may extend shared ones (SAC and TD3 extend
+  # `OffPolicy`): the agent's docs hold every knob dataclass's.
+  docs = [
+    inspect.getdoc(owner)
+    for owner in family.__mro__
+    if dataclasses.is_dataclass(owner) and '__doc__' in vars(owner)
+  ]
   namespace = {
     '__init__': __init__,
     'make_program': make_program,
     'parameter_names': parameter_names,
-    '__doc__': family.__doc__,
+    '__doc__': '\n\n'.join(d for d in docs if d),
     '__module__': family.__module__,
   }
   return type(family.__name__, (ProgramAgent,), namespace)

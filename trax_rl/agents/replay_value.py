@@ -19,40 +19,11 @@ from trax_rl.algorithms import value as value_lib
 from trax_rl.losses import q_learning
 from trax_rl.networks import base as networks
 from trax_rl.networks import models
-from trax_rl.replay import device_table, samplers
+from trax_rl.replay import device_table, rate_limiter, samplers
 from trax_rl.supervised import update
 
 LearningRate = float | Callable[[], Any]
 _DQN_LOSS = q_learning.QLearning()
-
-
-def limiter_bounds(
-  samples_per_insert: float,
-  min_size: int,
-  tolerance: float,
-  per_call: int,
-  insert_chunk: int,
-) -> tuple[float, float]:
-  """The samples-per-insert limiter's (min_diff, max_diff) window.
-
-  Learning runs after each inserted chunk until the limiter stops it, so
-  the window lets one chunk and one learner call through (wider still
-  where `tolerance * samples_per_insert * min_size` is, Acme's).
-
-  Args:
-    samples_per_insert: the target ratio.
-    min_size: items before the first sample.
-    tolerance: the window's half-width, as a fraction of the ratio's
-      offset `samples_per_insert * min_size`.
-    per_call: items one learner call samples.
-    insert_chunk: items inserted between two learning phases.
-  """
-  offset = samples_per_insert * min_size
-  slack = tolerance * offset
-  return (
-    offset - max(per_call, slack),
-    offset + max(insert_chunk * samples_per_insert + per_call, slack),
-  )
 
 
 class ReplayValueAgent(program_agent.ProgramAgent):
@@ -173,7 +144,7 @@ class ReplayValueAgent(program_agent.ProgramAgent):
       else samplers.Uniform(),
       min_size_to_sample=min_replay_size,
       samples_per_insert=samples_per_insert,
-      error_buffer=limiter_bounds(
+      error_buffer=rate_limiter.limiter_bounds(
         samples_per_insert,
         min_replay_size,
         samples_per_insert_tolerance_rate,

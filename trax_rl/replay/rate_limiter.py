@@ -172,3 +172,32 @@ def _bounds(samples_per_insert, min_size_to_sample, error_buffer):
       f'and samples block each other forever.'
     )
   return spi, offset - buffer, offset + buffer
+
+
+def limiter_bounds(
+  samples_per_insert: float,
+  min_size: int,
+  tolerance: float,
+  per_call: int,
+  insert_chunk: int,
+) -> tuple[float, float]:
+  """The samples-per-insert limiter's (min_diff, max_diff) window.
+
+  Learning runs after each inserted chunk until the limiter stops it, so
+  the window lets one chunk and one learner call through (wider still
+  where `tolerance * samples_per_insert * min_size` is, Acme's).
+
+  Args:
+    samples_per_insert: the target ratio.
+    min_size: items before the first sample.
+    tolerance: the window's half-width, as a fraction of the ratio's
+      offset `samples_per_insert * min_size`.
+    per_call: items one learner call samples.
+    insert_chunk: items inserted between two learning phases.
+  """
+  offset = samples_per_insert * min_size
+  slack = tolerance * offset
+  return (
+    offset - max(per_call, slack),
+    offset + max(insert_chunk * samples_per_insert + per_call, slack),
+  )
