@@ -194,3 +194,18 @@ def test_learns_gymnax_pendulum(name):
   agent = configurables.train_rl(output_dir=None, build_only=True)
   agent.run(40, epochs_per_call=40)
   assert agent.evaluate()['eval_return_t0_s200'] >= -600
+
+
+@pytest.mark.parametrize('env', ['Pendulum-v1', 'gymnax:Pendulum-v1'])
+def test_seed_batches_train_each_seed(env):
+  agent = _pendulum_agent('TD3', env)
+  agent.use_seeds(2)
+  agent.run(3)
+  seeds = [agent.runner.learner_of(i) for i in range(2)]
+  for learner in seeds:
+    assert int(learner.env_steps) == 120
+    assert int(learner.actor.step) > 0
+  kernels = [
+    learner.actor.params['params']['Dense_1']['kernel'] for learner in seeds
+  ]
+  assert not np.allclose(*kernels)  # Seeds of their own.

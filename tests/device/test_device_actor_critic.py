@@ -1,6 +1,7 @@
 """The actor-critics on the device source: packing, GAE, epochs, seeds."""
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ from trax_rl.algorithms.layouts import data as data_lib
 from trax_rl.device import rollout
 from trax_rl.networks import models
 from trax_rl.sources import device as device_source
-from trax_rl.testing import fake_jax_envs
+from trax_rl.testing import fake_jax_envs, resume
 
 MLP = functools.partial(models.MLP, layer_widths=(16,), activation='tanh')
 
@@ -141,3 +142,31 @@ def test_ppo_learns_on_gymnax_cartpole():
     output_dir=None, callbacks=[lambda agent, record: records.append(record)]
   )
   assert records[-1]['episode_return_mean'] > 150, records[-1]
+
+
+def test_ppo_pendulum_normalizes_observations_on_the_device(tmp_path):
+  # gin/ppo_pendulum.gin (observation normalization) with the env on
+  # gymnax: the running statistics live in the learner, count every
+  # collected observation, resume exactly, and evaluation leaves them be.
+  root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+  def make(output_dir):
+    configurables.parse(
+      [os.path.join(root, 'gin', 'ppo_pendulum.gin')],
+      [
+        "RLTask.env = 'gymnax:Pendulum-v1'",
+        'PPO.n_interactions_per_epoch = 64',
+        'PPO.policy_train_steps_per_epoch = 2',
+        'PPO.value_train_steps_per_epoch = 2',
+        'PPO.n_eval_episodes = 1',
+        'MLP.layer_widths = (8,)',
+      ],
+    )
+    return configurables.train_rl(output_dir=output_dir, build_only=True)
+
+  agent = resume.assert_resumes_exactly(make, str(tmp_path / 'run'))
+  stats = agent.learner.stats
+  assert int(stats.count) == 4 * 64
+  assert np.all(np.asarray(stats.var) != 1.0)  # Moved off the prior.
+  agent.evaluate()
+  assert int(agent.learner.stats.count) == 4 * 64
