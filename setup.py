@@ -79,10 +79,17 @@ setuptools.setup(
             # tests/test_docs.py builds the site with --strict.
             'mkdocs-material>=9.5',
             'mkdocstrings[python]>=0.26',
+            # SAC on HalfCheetah and PPO/SAC on Brax envs are smoke-tested.
+            'gymnasium[mujoco]>=1.1,<1.4',
+            'brax>=0.12',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
+        # MuJoCo envs through gymnasium (HalfCheetah-v5, ...).
+        'mujoco': ['gymnasium[mujoco]>=1.1,<1.4'],
+        # Brax envs on the device path ('brax:<name>' env ids).
+        'brax': ['brax>=0.12'],
         # Rollout actors (RayCollector): Ray core, no dashboard.
         'ray': ['ray>=2.60'],
         # `trax-rl train --track`: Weights & Biases (trax_rl.tracking).

@@ -14,6 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'gin').glob('*.gin'))
 ATARI = sorted((ROOT / 'gin' / 'atari').glob('*.gin'))
 GYMNAX = sorted((ROOT / 'gin' / 'gymnax').glob('*.gin'))
+BRAX = sorted((ROOT / 'gin' / 'brax').glob('*.gin'))
 HAS_ALE = importlib.util.find_spec('ale_py') is not None
 
 
@@ -61,3 +62,50 @@ def test_gymnax_config_builds_on_the_device_path_and_checks(config):
   assert isinstance(agent.runner.source, device_source.DeviceSource)
   assert checks.check(agent)['update'] == 'compiled'
   gin.clear_config()
+
+
+@pytest.mark.parametrize('config', BRAX, ids=_ids(BRAX))
+def test_brax_config_trains_two_epochs_on_the_device(config):
+  # Training only: evaluation compiles another 1000-step program.
+  configurables.parse([str(config)])
+  agent_name = configurables.query('train_rl.agent_class').selector
+  configurables.parse(
+    [str(config)],
+    [
+      f'{agent_name}.n_eval_episodes = 0',
+      'train_rl.final_eval = False',
+      'train_rl.epochs_per_call = 2',
+    ],
+  )
+  agent = configurables.train_rl(output_dir=None, build_only=True)
+  assert agent.task.jax_env.name.startswith('brax:')
+  assert isinstance(agent.runner.source, device_source.DeviceSource)
+  records = []
+  agent.run(2, epochs_per_call=2, callbacks=[lambda _, r: records.append(r)])
+  steps = configurables.query(f'{agent_name}.n_interactions_per_epoch')
+  assert [r['n_interactions'] for r in records] == [steps, 2 * steps]
+  gin.clear_config()
+
+
+def test_missing_simulators_name_the_extra(monkeypatch):
+  import sys
+
+  from trax_rl import envs, jax_envs
+
+  monkeypatch.setitem(sys.modules, 'brax', None)
+  with pytest.raises(
+    ValueError, match=r"needs Brax: pip install -e '\.\[brax\]'"
+  ):
+    jax_envs.make_jax_env('brax:inverted_pendulum')
+  monkeypatch.setitem(sys.modules, 'mujoco', None)
+  for name in [m for m in sys.modules if m.startswith('gymnasium.envs.mujoco')]:
+    monkeypatch.delitem(sys.modules, name)
+  with pytest.raises(ValueError, match=r"pip install -e '\.\[mujoco\]'$"):
+    envs.make_env('HalfCheetah-v5')
+
+
+def test_unknown_brax_env_is_named():
+  from trax_rl import jax_envs
+
+  with pytest.raises(ValueError, match="unknown env id 'brax:half_cheetah'"):
+    jax_envs.make_jax_env('brax:half_cheetah')

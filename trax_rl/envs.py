@@ -37,6 +37,8 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
     try:
       return gym.make(env, **kwargs)
     except gym.error.Error as e:
+      if isinstance(e, gym.error.DependencyNotInstalled):
+        raise _missing_dependency_error(env, e) from None
       raise _unknown_env_error(env, e) from None
     except ModuleNotFoundError as e:
       raise _missing_module_error(env, e) from None
@@ -52,6 +54,20 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
     return made
   raise ValueError(
     f'env must be an id, a gymnasium.Env or a factory, got {type(env).__name__}'
+  )
+
+
+# Our extras for what gymnasium's optional envs need.
+_EXTRAS = ('mujoco', 'box2d')
+
+
+def _missing_dependency_error(env_id: str, error: Exception) -> ValueError:
+  """One line for a registered env whose simulator is not installed."""
+  text = str(error)
+  extra = next((x for x in _EXTRAS if x in text.lower()), None)
+  install = f"pip install -e '.[{extra}]'" if extra else text
+  return ValueError(
+    f'env {env_id!r} needs a package that is not installed: {install}'
   )
 
 

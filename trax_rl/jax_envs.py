@@ -15,6 +15,11 @@ observation, which is the episode's final one). Both are per env, unbatched;
 Sources (`make_jax_env`):
   - `'gymnax:<id>'`, e.g. `'gymnax:CartPole-v1'`, `'gymnax:Breakout-MinAtar'`:
     gymnax's `reset_env` / `step_env` with its time limit as `truncated`.
+  - `'brax:<name>'`, e.g. `'brax:inverted_pendulum'`, `'brax:halfcheetah'`:
+    a Brax env (the `brax` extra) on its default backend, or
+    `'brax:<name>:<backend>'` (`generalized`, `positional`, `spring`,
+    `mjx`). Brax envs have no time limit of their own: bind
+    `RLTask.max_steps` (Brax's training episodes are 1000 steps).
   - any object with pure `reset(key, params) -> (obs, state)` and
     `step(key, state, action, params) -> (obs, state, reward, terminated,
     truncated, info)` that does not auto-reset, plus
@@ -31,9 +36,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import jax.numpy as jnp
 import numpy as np
 
 GYMNAX_PREFIX = 'gymnax:'
+BRAX_PREFIX = 'brax:'
+PREFIXES = (GYMNAX_PREFIX, BRAX_PREFIX)
 
 
 class StepOutput(NamedTuple):
@@ -68,7 +76,7 @@ class JaxEnv:
 def is_jax_env(env: Any) -> bool:
   """Whether `env` names or is a JAX env (a gymnax id or pure reset/step)."""
   if isinstance(env, str):
-    return env.startswith(GYMNAX_PREFIX)
+    return env.startswith(PREFIXES)
   if isinstance(env, JaxEnv):
     return True
   if isinstance(env, (gym.Env, type)) or env is None:
@@ -126,6 +134,46 @@ def _make_gymnax(env_id: str) -> JaxEnv:
   )
 
 
+def _make_brax(env_id: str) -> JaxEnv:
+  try:
+    from brax import envs as brax_envs
+  except ImportError:
+    raise ValueError(
+      f"env {env_id!r} needs Brax: pip install -e '.[brax]'"
+    ) from None
+  name, _, backend = env_id[len(BRAX_PREFIX) :].partition(':')
+  kwargs = {'backend': backend} if backend else {}
+  try:
+    env = brax_envs.get_environment(name, **kwargs)
+  except (KeyError, ValueError):
+    known = ', '.join(sorted(brax_envs._envs))
+    raise ValueError(
+      f'unknown env id {env_id!r}: Brax has no {name!r} (it has {known})'
+    ) from None
+
+  def reset(key):
+    state = env.reset(key)
+    return state.obs, state
+
+  def step(key, state, action):
+    del key  # Brax's dynamics are deterministic.
+    state = env.step(state, action)
+    terminated = state.done > 0
+    return StepOutput(
+      state.obs, state, state.reward, terminated, jnp.zeros((), bool)
+    )
+
+  inf = np.full(env.observation_size, np.inf, np.float32)
+  ones = np.ones(env.action_size, np.float32)
+  return JaxEnv(
+    reset,
+    step,
+    gym.spaces.Box(-inf, inf, dtype=np.float32),
+    gym.spaces.Box(-ones, ones, dtype=np.float32),
+    env_id,
+  )
+
+
 def _from_pure(env: Any) -> JaxEnv:
   params = getattr(env, 'default_params', None)
 
@@ -173,7 +221,8 @@ def make_jax_env(env: Any) -> JaxEnv:
   """Builds a `JaxEnv` from a gymnax id or an object with pure reset/step.
 
   Args:
-    env: `'gymnax:<id>'`, a `JaxEnv` (returned as is), or an object with
+    env: `'gymnax:<id>'`, `'brax:<name>'`, a `JaxEnv` (returned as is),
+      or an object with
       pure `reset(key, params)` / `step(key, state, action, params)` (see the
       module docstring).
 
@@ -186,8 +235,12 @@ def make_jax_env(env: Any) -> JaxEnv:
   if isinstance(env, JaxEnv):
     return env
   if isinstance(env, str):
+    if env.startswith(BRAX_PREFIX):
+      return _make_brax(env)
     if not env.startswith(GYMNAX_PREFIX):
-      raise ValueError(f'env id {env!r} is not a JAX env id (gymnax:<id>)')
+      raise ValueError(
+        f'env id {env!r} is not a JAX env id (gymnax:<id>, brax:<name>)'
+      )
     return _make_gymnax(env)
   if not is_jax_env(env):
     raise ValueError(
