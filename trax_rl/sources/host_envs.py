@@ -32,6 +32,7 @@ import numpy as np
 
 from trax_rl import env_state, envs, policies
 from trax_rl.device import rollout as rollout_lib
+from trax_rl.sources import steps as steps_lib
 
 _LOG = logging.getLogger(__name__)
 
@@ -275,8 +276,8 @@ class HostEnvs:
       if by_episode or e.obs is None:
         e.reset()
       e.continuing = not by_episode
-    tally = _Tally(len(self._envs), self._n, n_steps, n_episodes)
-    steps = _Steps()
+    tally = steps_lib.Tally(len(self._envs), self._n, n_steps, n_episodes)
+    steps = steps_lib.Steps()
     obs = self._stacked('obs')
     # The next step's policy call is dispatched before this step's
     # bookkeeping, so that a jitted policy computes while Python records.
@@ -288,7 +289,9 @@ class HostEnvs:
         e.step(action[s], self._max_steps) for s, e in enumerate(self._envs)
       ]
       next_obs, reward, terminated, truncated, ended = _stack_seeds(outs)
-      valid = tally.step(terminated | truncated, ended, self._envs)
+      valid = tally.step(
+        terminated | truncated, ended, [e.ended_length for e in self._envs]
+      )
       step_obs, obs = obs, self._stacked('obs')
       if tally.more():
         pending = act(obs, self._stacked('first'), core)
@@ -362,74 +365,3 @@ def _stack_seeds(outs: list[tuple]) -> tuple:
   if len(outs) == 1:
     return tuple(x[None] for x in outs[0])
   return tuple(np.stack(x) for x in zip(*outs))
-
-
-class _Tally:
-  """A collection's episode bookkeeping: which envs' episodes count, the
-  counted episodes that ended, and whether to step on (see `collect`)."""
-
-  def __init__(
-    self, k: int, n: int, n_steps: int | None, n_episodes: int | None
-  ):
-    self._by_episode = n_episodes is not None
-    self._n_steps = n_steps
-    self._n_episodes = n_episodes
-    self.counting = np.ones((k, n), bool)
-    self._started = np.full(k, n)
-    if self._by_episode:
-      self.counting[:, n_episodes:] = False
-      self._started[:] = min(n, n_episodes)
-    self._finished = np.zeros(k, np.int64)
-    self.returns: list[list[float]] = [[] for _ in range(k)]
-    self.lengths: list[list[int]] = [[] for _ in range(k)]
-    self.n_steps_done = 0
-
-  def more(self) -> bool:
-    """Whether the collection takes another step."""
-    if self._by_episode:
-      return not (self._finished >= self._n_episodes).all()
-    return self.n_steps_done < self._n_steps
-
-  def step(
-    self, done: np.ndarray, ended: np.ndarray, envs: list[_SeedEnvs]
-  ) -> np.ndarray:
-    """Counts a step's ended episodes (`done`, `ended` returns `[k, N]`);
-    returns which of its envs' steps are valid `[k, N]`."""
-    self.n_steps_done += 1
-    valid = self.counting.copy() if self._by_episode else self.counting
-    mine = done & self.counting
-    if not mine.any():
-      return valid
-    for s in np.flatnonzero(mine.any(axis=1)):
-      self.returns[s].extend(float(r) for r in ended[s][mine[s]])
-      self.lengths[s].extend(int(x) for x in envs[s].ended_length[mine[s]])
-      self._finished[s] += int(mine[s].sum())
-      if self._by_episode:
-        for i in np.flatnonzero(mine[s]):
-          self.counting[s, i] = self._started[s] < self._n_episodes
-          self._started[s] += int(self.counting[s, i])
-    return valid
-
-
-class _Steps:
-  """A collection's steps `[k, N, ...]`, kept per field until the end."""
-
-  def __init__(self):
-    self._fields = {f: [] for f in rollout_lib.Rollout._fields}
-    self._info_def = None
-
-  def add(self, agent_info: Any, **fields: np.ndarray) -> None:
-    for name, value in fields.items():
-      self._fields[name].append(value)
-    leaves, self._info_def = jax.tree.flatten(agent_info)
-    self._fields['agent_info'].append([np.asarray(x) for x in leaves])
-
-  def rollout(self) -> rollout_lib.Rollout:
-    """One Rollout `[k, T, N, ...]` of the steps."""
-    fields = self._fields
-    stack = lambda xs: np.stack(xs, axis=1)  # noqa: E731
-    infos = fields.pop('agent_info')
-    out = {name: stack(xs) for name, xs in fields.items()}
-    leaves = [stack(xs) for xs in zip(*infos)]
-    out['agent_info'] = jax.tree.unflatten(self._info_def, leaves)
-    return rollout_lib.Rollout(**out)
