@@ -73,3 +73,34 @@ def test_seed_claims_runs_a_seed_batch_and_its_table():
     check=True,
   ).stdout
   assert table.startswith('| config | budget | seeds | at target |')
+
+
+def test_continuous_runs_sac_and_td3_without_the_peer():
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / 'benchmarks' / 'continuous.py'),
+      '--config',
+      str(ROOT / 'gin' / 'sac_pendulum.gin'),
+      '--binding',
+      'SAC.layer_widths = (8,)',
+      '--seeds',
+      '0',
+      '--steps',
+      '400',
+      '--eval_every',
+      '200',
+      '--eval_episodes',
+      '1',
+      '--no_peer',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+  run, summary = lines
+  assert run['agent'] == 'SAC' and run['env_steps'] == 400
+  assert summary['seeds'] == [0] and len(run['curve']) == 2
