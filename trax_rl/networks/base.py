@@ -63,9 +63,11 @@ def jitted_init(
     example_observation: one observation (no batch axis).
   """
   example = np.asarray(example_observation)
+  # float64 observations (MuJoCo's) are float32 on the device, as JAX runs.
+  dtype = jax.dtypes.canonicalize_dtype(example.dtype)
   options = compile_options.current()
   traced = compile_options.jit(
-    functools.partial(init, module, example.shape, example.dtype)
+    functools.partial(init, module, example.shape, dtype)
   )
 
   def run(key: types.PRNGKey) -> types.Params:
