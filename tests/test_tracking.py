@@ -170,3 +170,13 @@ def test_tracking_may_be_turned_on_when_resuming(tmp_path):
     tracker=recorder,
   )
   assert [r['epoch'] for _, r in recorder.logged] == [2]
+
+
+def test_wandb_missing_names_the_extra(monkeypatch):
+  import sys
+
+  monkeypatch.setitem(sys.modules, 'wandb', None)
+  with pytest.raises(
+    ValueError, match=r"WandbTracker needs wandb: pip install -e '\.\[wandb\]'$"
+  ):
+    tracking.WandbTracker()

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trax_rl import jax_envs, jax_vector_env
+from trax_rl import jax_envs, jax_vector_env, validation
 
 EnvLike = str | gym.Env | Callable[[], gym.Env]
 
@@ -94,12 +94,9 @@ def _missing_module_error(env_id: str, error: ModuleNotFoundError) -> Exception:
 
 
 def _register_ale(env_id: str) -> None:
-  try:
-    import ale_py  # Optional: pip install 'trax_rl[atari]'.
-  except ImportError:
-    raise ValueError(
-      f"env {env_id!r} needs ale-py: pip install -e '.[atari]'"
-    ) from None
+  ale_py = validation.import_extra(
+    'ale_py', f'env {env_id!r}', 'ale-py', 'atari'
+  )
   gym.register_envs(ale_py)
 
 

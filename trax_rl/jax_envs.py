@@ -39,6 +39,8 @@ import gymnasium as gym
 import jax.numpy as jnp
 import numpy as np
 
+from trax_rl import validation
+
 GYMNAX_PREFIX = 'gymnax:'
 BRAX_PREFIX = 'brax:'
 PREFIXES = (GYMNAX_PREFIX, BRAX_PREFIX)
@@ -135,12 +137,9 @@ def _make_gymnax(env_id: str) -> JaxEnv:
 
 
 def _make_brax(env_id: str) -> JaxEnv:
-  try:
-    from brax import envs as brax_envs
-  except ImportError:
-    raise ValueError(
-      f"env {env_id!r} needs Brax: pip install -e '.[brax]'"
-    ) from None
+  brax_envs = validation.import_extra(
+    'brax.envs', f'env {env_id!r}', 'Brax', 'brax'
+  )
   name, _, backend = env_id[len(BRAX_PREFIX) :].partition(':')
   kwargs = {'backend': backend} if backend else {}
   try:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import gin
 from etils import epath
 
-from trax_rl import checkpoint
+from trax_rl import checkpoint, validation
 
 STEP = 'n_interactions'  # The x axis: env steps per seed.
 _WANDB_IDS = 'wandb_runs.json'  # {seed: run id}, so a resume continues them.
@@ -105,13 +105,9 @@ class WandbTracker:
     mode: str | None = None,
     tags: Sequence[str] = (),
   ):
-    try:
-      import wandb  # noqa: PLC0415 (optional)
-    except ImportError:
-      raise ValueError(
-        'train_rl.tracker = @WandbTracker needs wandb: pip install -e '
-        "'.[wandb]' (or pip install wandb)"
-      ) from None
+    wandb = validation.import_extra(
+      'wandb', 'train_rl.tracker = @WandbTracker', 'wandb', 'wandb'
+    )
     if mode not in (None, 'online', 'offline', 'disabled'):
       raise ValueError(
         "WandbTracker.mode must be 'online', 'offline', 'disabled' or None, "

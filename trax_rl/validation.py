@@ -6,6 +6,7 @@ as its one-line error.
 """
 
 import contextlib
+import importlib
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -142,3 +143,17 @@ def _holds_results(path: epath.Path) -> bool:
 
 # What makes an output_dir worth keeping (checkpoint, metrics.jsonl).
 _RESULTS = ('checkpoint.pkl', 'metrics.jsonl')
+
+
+def import_extra(module: str, what: str, package: str, extra: str) -> Any:
+  """Imports an optional extra's `module`, or raises one line naming it.
+
+  Raises:
+    ValueError: `<what> needs <package>: pip install -e '.[<extra>]'`.
+  """
+  try:
+    return importlib.import_module(module)
+  except ImportError:
+    raise ValueError(
+      f"{what} needs {package}: pip install -e '.[{extra}]'"
+    ) from None
