@@ -43,9 +43,21 @@ def trax_trained_steps(n, length, margin):
   return {s + row for s in starts for row in range(length - margin)}
 
 
-def _trained_steps(length, margin, **kwargs):
+def trax_batch_target_rows(slice_lengths, length):
+  """Transcription: rows of each slice of one batch that Trax's DQN gives
+  a target. `trajectory_batch_stream` pads a batch whose slices differ in
+  length to its longest rounded up to a power of two (`min_slice_length`
+  1), and td_k(L - 1) leaves `rows - (L - 1)` targets."""
+  longest = max(max(slice_lengths), 1)
+  rows = longest
+  if longest != min(slice_lengths):
+    rows = 2 ** int(np.ceil(np.log2(longest)))
+  return max(0, rows - (length - 1))
+
+
+def _trained_steps(length, margin, episode=EPISODE, **kwargs):
   t = task.RLTask(
-    lambda: fake_envs.CountingEnv((EPISODE,)),
+    lambda: fake_envs.CountingEnv((episode,)),
     n_envs=1,
     gamma=0.9,
     max_steps=100,
@@ -61,7 +73,7 @@ def _trained_steps(length, margin, **kwargs):
     max_slice_length=length,
     margin=margin,
     exploration_rate=1.0,
-    n_interactions_per_epoch=2 * EPISODE,  # Two whole episodes.
+    n_interactions_per_epoch=2 * episode,  # Two whole episodes.
     n_eval_episodes=0,
     **kwargs,
   )
@@ -81,3 +93,15 @@ def test_trax_slices_never_reach_the_last_steps(length, margin):
 def test_train_final_steps_trains_every_step(length, margin):
   trained = _trained_steps(length, margin, train_final_steps=True)
   assert trained == set(range(EPISODE))
+
+
+def test_short_trajectories_train_their_first_step():
+  # Episodes of 2 steps, slices of 3: Trax's slice of such a trajectory
+  # has 2 rows. A batch of only those gets no target (2 - 2 rows); one
+  # that also holds a full slice is padded to 4 rows, and 2 rows of each
+  # slice get targets. The port pads every slice to 3 (mask 0 past the
+  # end) and trains the first row only (README, "Coming from Trax").
+  assert trax_batch_target_rows([2, 2], 3) == 0
+  assert trax_batch_target_rows([3, 2], 3) == 2
+  assert trax_batch_target_rows([3, 3], 3) == 1
+  assert _trained_steps(3, 2, episode=2) == {0}

@@ -117,9 +117,15 @@ class DQN(program_agent.ProgramAgent):
     Args:
       task: the RLTask (Discrete actions).
       advantage_estimator: estimator factory called as `(gamma=, margin=)`,
-        e.g. `@td_k`; the margin is max_slice_length - 1.
+        e.g. `@td_k`; the margin is max_slice_length - 1. Default `td_k`,
+        not Trax's `monte_carlo` (see max_slice_length).
       max_slice_length: length of the trajectory slices; the first
-        max_slice_length - margin steps of each get a target.
+        max_slice_length - margin steps of each get a target. Default 2,
+        not Trax's 1: with Trax's defaults (monte_carlo, 1, margin 0) its
+        DQN builds its targets as `values[:, :-0]`, empty, so its loss is
+        NaN with a zero gradient and it never learns; here they would
+        train on each step's Monte Carlo return. Trax's regression config
+        binds td_k and 2, the defaults here.
       margin: steps at the end of each slice that only serve the targets
         (td_k's n); None: max_slice_length - 1, Trax's, one target per
         slice. A smaller margin gives several targets per slice, so fewer
@@ -165,6 +171,10 @@ class DQN(program_agent.ProgramAgent):
         one included, gets a target. False (Trax's, whose slices lie inside
         their trajectory): those steps never get one, so a terminal
         reward never reaches the Q-values (`gin/dqn_cartpole.gin` sets it).
+        Either way a trajectory shorter than a slice is padded to it (mask
+        0) and its first step trains; Trax pads such batches to a power of
+        two rows with mask 1, which trains more rows or none
+        (docs/trax_migration.md).
       **kwargs: for `ProgramAgent` (n_interactions_per_epoch,
         n_eval_episodes, seed, output_dir...).
 
