@@ -22,7 +22,7 @@ leaves and vmaps over seeds, on every source.
 """
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
@@ -117,13 +117,22 @@ class OffPolicy:
       validation.check_count('layer_widths', width, 1)
     validation.check_count('n_critics', self.n_critics, 1)
 
-  def make_program(
+  def actor_module(self, action_dims: int) -> Any:
+    """The flax module of the actor (the algorithm's)."""
+    raise NotImplementedError
+
+  def make_rule(
     self,
-    spec: program_lib.Spec,
-    make_rule: Callable[[int, np.ndarray, networks.Network], Rule],
-  ) -> program_lib.Program:
-    """The program of a rule for `spec`, built as `make_rule(action_dims,
-    example_observation, critic)` (the twin critic's network).
+    actor: networks.Network,
+    critic: networks.Network,
+    action_dims: int,
+    axis_name: str | None,
+  ) -> Rule:
+    """The algorithm's update rule on these networks."""
+    raise NotImplementedError
+
+  def program(self, spec: program_lib.Spec) -> program_lib.Program:
+    """The algorithm's program for `spec`.
 
     Raises:
       ValueError: the action space is not a Box with finite bounds, or
@@ -163,11 +172,10 @@ class OffPolicy:
       example,
       action_dims,
     )
+    actor = networks.from_module(self.actor_module(action_dims), example)
+    rule = self.make_rule(actor, critic, action_dims, spec.axis_name)
     return OffPolicyProgram(
-      knobs=self,
-      spec=spec,
-      rule=make_rule(action_dims, example, critic),
-      table=table,
+      knobs=self, spec=spec, rule=rule, table=table
     ).program()
 
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from trax_rl import types, validation
 from trax_rl.algorithms import off_policy
-from trax_rl.algorithms import program as program_lib
 from trax_rl.networks import base as networks
 from trax_rl.networks import continuous
 from trax_rl.supervised import update as update_lib
@@ -165,20 +164,15 @@ class SAC(off_policy.OffPolicy):
     validation.check_positive('initial_temperature', self.initial_temperature)
     validation.check_positive('temperature_lr', self.temperature_lr)
 
-  def program(self, spec: program_lib.Spec) -> program_lib.Program:
-    """SAC's program for `spec` (a Box action space)."""
+  def actor_module(self, action_dims: int) -> continuous.GaussianActor:
+    return continuous.GaussianActor(action_dims, tuple(self.layer_widths))
 
-    def make_rule(action_dims, example, critic) -> SACRule:
-      entropy = self.target_entropy
-      return SACRule(
-        knobs=self,
-        actor=networks.from_module(
-          continuous.GaussianActor(action_dims, tuple(self.layer_widths)),
-          example,
-        ),
-        critic=critic,
-        target_entropy=-float(action_dims) if entropy is None else entropy,
-        axis_name=spec.axis_name,
-      )
-
-    return self.make_program(spec, make_rule)
+  def make_rule(self, actor, critic, action_dims, axis_name) -> SACRule:
+    entropy = self.target_entropy
+    return SACRule(
+      knobs=self,
+      actor=actor,
+      critic=critic,
+      target_entropy=-float(action_dims) if entropy is None else entropy,
+      axis_name=axis_name,
+    )

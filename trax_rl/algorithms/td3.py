@@ -23,7 +23,6 @@ import jax.numpy as jnp
 
 from trax_rl import types, validation
 from trax_rl.algorithms import off_policy
-from trax_rl.algorithms import program as program_lib
 from trax_rl.networks import base as networks
 from trax_rl.networks import continuous
 from trax_rl.supervised import update as update_lib
@@ -145,18 +144,9 @@ class TD3(off_policy.OffPolicy):
     validation.check_non_negative('policy_noise', self.policy_noise)
     validation.check_non_negative('noise_clip', self.noise_clip)
 
-  def program(self, spec: program_lib.Spec) -> program_lib.Program:
-    """TD3's program for `spec` (a Box action space)."""
+  def actor_module(self, action_dims: int) -> continuous.DeterministicActor:
+    return continuous.DeterministicActor(action_dims, tuple(self.layer_widths))
 
-    def make_rule(action_dims, example, critic) -> TD3Rule:
-      return TD3Rule(
-        knobs=self,
-        actor=networks.from_module(
-          continuous.DeterministicActor(action_dims, tuple(self.layer_widths)),
-          example,
-        ),
-        critic=critic,
-        axis_name=spec.axis_name,
-      )
-
-    return self.make_program(spec, make_rule)
+  def make_rule(self, actor, critic, action_dims, axis_name) -> TD3Rule:
+    del action_dims
+    return TD3Rule(self, actor, critic, axis_name)
