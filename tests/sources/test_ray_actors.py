@@ -143,3 +143,45 @@ def test_r2d2_learns_from_chunks_of_two_actors():
   np.testing.assert_allclose(four[[0, -1]], [0.5, 0.01], rtol=1e-5)
   agent.act_as_rollout_actor(1, 2, 0.4)
   np.testing.assert_allclose(agent.epsilons(2), four[2:])
+
+
+SAC = """
+RLTask.env = 'Pendulum-v1'
+RLTask.initial_trajectories = 0
+RLTask.n_envs = 2
+RLTask.max_steps = 30
+SAC.layer_widths = (8,)
+SAC.batch_size = 8
+SAC.learning_starts = 16
+SAC.n_interactions_per_epoch = 32
+train_rl.agent_class = @SAC
+"""
+
+
+def test_sac_learns_from_chunks_of_two_actors():
+  # SAC is a streaming replay program too: two actors' chunks feed one
+  # learner (each actor's Ape-X epsilon means nothing to it).
+  configurables.parse([], _lines(SAC))
+  settings = ray_collector.RayCollector(n_actors=2, chunk_length=16)
+  learner_agent = configurables.build_agent(gin.config_str())
+  assert learner_agent.program.streams
+  learner_agent.set_collector(settings, lambda: None)
+  source = learner_agent.runner.source
+  learner = learner_agent.runner.learner
+  view = jax.device_get(
+    learner_agent.runner.source._view_fn(source.local(learner))
+  )
+  actors = [_actor(SAC, slot, 2, 0.4) for slot in (0, 1)]
+  for _ in range(2):
+    for slot, actor in enumerate(actors):
+      (chunk, _), _ = actor.play_chunk(0, [view], 16)
+      rollout = source._in_columns(chunk, slot)
+      assert rollout.valid.sum() == 32  # Only this actor's two envs.
+      assert np.all(np.abs(rollout.action) <= 2.0)  # Pendulum's bounds.
+      learner, _ = source._local.train(
+        learner, jax.tree.map(lambda x: np.asarray(x)[None], rollout)
+      )
+  learner = jax.device_get(learner)
+  assert int(learner.replay.num_inserts) == 128
+  # One update per env step once 16 items are in.
+  assert 100 <= int(learner.critic.step) <= 128
