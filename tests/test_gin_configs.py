@@ -92,7 +92,9 @@ def test_missing_simulators_name_the_extra(monkeypatch):
 
   from trax_rl import envs, jax_envs
 
-  monkeypatch.setitem(sys.modules, 'brax', None)
+  # Brax's modules may be loaded already (another test trained a config).
+  for name in [m for m in sys.modules if m.split('.')[0] == 'brax'] + ['brax']:
+    monkeypatch.setitem(sys.modules, name, None)
   with pytest.raises(
     ValueError, match=r"needs Brax: pip install -e '\.\[brax\]'"
   ):

@@ -88,8 +88,12 @@ def _epoch_data(n_actors, kill=False):
   average return and the learner's ring of steps (as lists)."""
   configurables.parse([], _lines(PG))
   agent = configurables.train_rl(build_only=True)
+  # One unit in flight per actor: after the first unit is back, at least
+  # four are pending, so the killed actor is always sent another and is
+  # replaced. (With two in flight its units could all be done before the
+  # kill landed, leaving nothing to fail.)
   agent.set_collector(
-    ray_collector.RayCollector(n_actors=n_actors, max_in_flight=2),
+    ray_collector.RayCollector(n_actors=n_actors, max_in_flight=1),
     functools.partial(configurables.build_agent, PG),
   )
   source = agent.runner.source
