@@ -90,11 +90,15 @@ class TwinCritic(nn.Module):
 def critic_network(
   module: nn.Module, example_observation: np.ndarray, action_dims: int
 ) -> base.Network:
-  """A `Network` of a critic `module(obs[B, ...], action[B, D])`."""
-  obs = np.zeros((1, *np.shape(example_observation)), np.float32)
-  action = np.zeros((1, action_dims), np.float32)
+  """A `Network` of a critic `module(obs[B, ...], action[B, D])`, its init
+  compiled once and shared as `base.jitted_init`'s."""
+
+  def init(module, shape, dtype, key):
+    obs = jnp.zeros((1, *shape), dtype)
+    return module.init(key, obs, jnp.zeros((1, action_dims), jnp.float32))
+
   return base.Network(
-    init=jax.jit(lambda key: module.init(key, obs, action)),
+    init=base.jitted_init(init, module, example_observation),
     apply=module.apply,
   )
 
