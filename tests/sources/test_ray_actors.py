@@ -109,32 +109,40 @@ def test_streaming_needs_interactions_per_epoch():
   agent.close()
 
 
-def test_r2d2_learns_from_chunks_of_two_actors():
-  # What the Ray source does in stream mode, in one process: chunks of two
-  # actors in their own columns of the learner's rollout, observed and
-  # learned from as they come.
-  configurables.parse([], _lines(R2D2))
-  agent = configurables.train_rl(build_only=True)
+def _learn_from_two_actors(config, check_chunk):
+  """What the Ray source does in stream mode, in one process: chunks of two
+  actors (Ape-X epsilon 0.4) in their own columns of the learner's
+  rollout, observed and learned from as they come, two rounds. Calls
+  `check_chunk(slot, rollout)` on each; returns (learner agent, learner).
+  """
   settings = ray_collector.RayCollector(n_actors=2, chunk_length=16)
   learner_agent = configurables.build_agent(gin.config_str())
   learner_agent.set_collector(settings, lambda: None)
   source = learner_agent.runner.source
   learner = learner_agent.runner.learner
-  view = jax.device_get(
-    learner_agent.runner.source._view_fn(source.local(learner))
-  )
-  actors = [_actor(R2D2, slot, 2, 0.4) for slot in (0, 1)]
+  view = jax.device_get(source._view_fn(source.local(learner)))
+  actors = [_actor(config, slot, 2, 0.4) for slot in (0, 1)]
   for _ in range(2):
     for slot, actor in enumerate(actors):
       (chunk, _), _ = actor.play_chunk(0, [view], 16)
       rollout = source._in_columns(chunk, slot)
-      valid = rollout.valid
-      assert valid[:, 2 * slot : 2 * slot + 2].all()
-      assert valid.sum() == 32  # Only this actor's two envs.
+      assert rollout.valid.sum() == 32  # Only this actor's two envs.
+      check_chunk(slot, rollout)
       assert bool(source._can_take(learner, 16))
-      learner, metrics = source._local.train(
+      learner, _ = source._local.train(
         learner, jax.tree.map(lambda x: np.asarray(x)[None], rollout)
       )
+  return learner_agent, jax.device_get(learner)
+
+
+def test_r2d2_learns_from_chunks_of_two_actors():
+  configurables.parse([], _lines(R2D2))
+  agent = configurables.train_rl(build_only=True)
+
+  def in_its_columns(slot, rollout):
+    assert rollout.valid[:, 2 * slot : 2 * slot + 2].all()
+
+  _, learner = _learn_from_two_actors(R2D2, in_its_columns)
   replay = jax.device_get(learner.replay)
   assert int(replay.num_inserts) > 0 and int(learner.train.step) > 0
   # Actor 1 of 2 takes the last two of the four rates (from epsilon_max
@@ -162,26 +170,13 @@ def test_sac_learns_from_chunks_of_two_actors():
   # SAC is a streaming replay program too: two actors' chunks feed one
   # learner (each actor's Ape-X epsilon means nothing to it).
   configurables.parse([], _lines(SAC))
-  settings = ray_collector.RayCollector(n_actors=2, chunk_length=16)
-  learner_agent = configurables.build_agent(gin.config_str())
+
+  def in_bounds(slot, rollout):
+    del slot
+    assert np.all(np.abs(rollout.action) <= 2.0)  # Pendulum's bounds.
+
+  learner_agent, learner = _learn_from_two_actors(SAC, in_bounds)
   assert learner_agent.program.streams
-  learner_agent.set_collector(settings, lambda: None)
-  source = learner_agent.runner.source
-  learner = learner_agent.runner.learner
-  view = jax.device_get(
-    learner_agent.runner.source._view_fn(source.local(learner))
-  )
-  actors = [_actor(SAC, slot, 2, 0.4) for slot in (0, 1)]
-  for _ in range(2):
-    for slot, actor in enumerate(actors):
-      (chunk, _), _ = actor.play_chunk(0, [view], 16)
-      rollout = source._in_columns(chunk, slot)
-      assert rollout.valid.sum() == 32  # Only this actor's two envs.
-      assert np.all(np.abs(rollout.action) <= 2.0)  # Pendulum's bounds.
-      learner, _ = source._local.train(
-        learner, jax.tree.map(lambda x: np.asarray(x)[None], rollout)
-      )
-  learner = jax.device_get(learner)
   assert int(learner.replay.num_inserts) == 128
   # One update per env step once 16 items are in.
   assert 100 <= int(learner.critic.step) <= 128
