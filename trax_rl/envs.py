@@ -8,9 +8,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trax_rl import jax_envs, jax_vector_env, validation
+from trax_rl import envpool_env, jax_envs, jax_vector_env, validation
 
-EnvLike = str | gym.Env | Callable[[], gym.Env]
+EnvLike = str | gym.Env | Callable[[], gym.Env] | envpool_env.EnvpoolSpec
 
 
 def _unknown_env_error(env_id: str, error: Exception) -> ValueError:
@@ -22,7 +22,8 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
 
   Args:
     env: a registered gymnasium id (`'CartPole-v1'`), an env instance (returned
-      as is), or a zero-argument callable that returns an env.
+      as is), or a zero-argument callable that returns an env; or an envpool
+      env (`'envpool:<id>'`, `envpool_env.make_envpool(...)`), as one env.
     **kwargs: passed to `gymnasium.make` when `env` is an id.
 
   Returns:
@@ -31,6 +32,13 @@ def make_env(env: EnvLike, **kwargs) -> gym.Env:
   Raises:
     ValueError: the id is not registered (the message names it).
   """
+  if envpool_env.is_envpool_env(env):
+    if kwargs:
+      raise ValueError(
+        f'env {env!r}: bind envpool options with make_envpool, not '
+        f'{sorted(kwargs)}'
+      )
+    return envpool_env.EnvpoolEnv(env)
   if isinstance(env, str):
     if env.startswith('ALE/'):
       _register_ale(env)
@@ -110,14 +118,18 @@ def make_vector_env(env: EnvLike, n_envs: int) -> gym.vector.VectorEnv:
   Args:
     env: as for `make_env`; an instance is deep-copied for envs 2..n. A JAX
       env (`'gymnax:<id>'` or a pure reset/step object, see `jax_envs`) is
-      stepped from the host by a `jax_vector_env.JaxVectorEnv`.
+      stepped from the host by a `jax_vector_env.JaxVectorEnv`; an envpool
+      env (`'envpool:<id>'` or `envpool_env.make_envpool(...)`) by an
+      `envpool_env.EnvpoolVectorEnv` (the same semantics).
     n_envs: number of envs, >= 1.
 
   Returns:
-    A `gymnasium.vector.SyncVectorEnv` (or `JaxVectorEnv`).
+    A `gymnasium.vector.SyncVectorEnv` (or `JaxVectorEnv`, `EnvpoolVectorEnv`).
   """
   if n_envs < 1:
     raise ValueError(f'n_envs must be >= 1, got {n_envs}')
+  if envpool_env.is_envpool_env(env):
+    return envpool_env.EnvpoolVectorEnv(env, n_envs)
   if jax_envs.is_jax_env(env):
     return jax_vector_env.JaxVectorEnv(jax_envs.make_jax_env(env), n_envs)
   first = make_env(env)

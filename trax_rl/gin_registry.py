@@ -13,6 +13,7 @@ import optax
 
 from trax_rl import (
   advantages,
+  envpool_env,
   envs,
   lr_schedules,
   task,
@@ -115,6 +116,8 @@ _register(
   gymnasium.wrappers.AtariPreprocessing,
   gymnasium.wrappers.FrameStackObservation,
 )
+# envpool envs: `RLTask.env = @make_envpool()`, its options bound in gin.
+_register(envpool_env.make_envpool)
 # R2D2: recurrent Q network, its loss and agent.
 _register(
   recurrent.RecurrentQuality,
