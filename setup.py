@@ -82,9 +82,15 @@ setuptools.setup(
             # SAC on HalfCheetah and PPO/SAC on Brax envs are smoke-tested.
             'gymnasium[mujoco]>=1.1,<1.4',
             'brax>=0.12',
+            # 'envpool:<id>' envs and gin/atari/*.gin are tested on envpool.
+            'envpool>=1.2.5',
         ],
         # AtariPreprocessing needs OpenCV.
         'atari': ['ale-py>=0.10', 'opencv-python-headless>=4.8'],
+        # 'envpool:<id>' envs (C++ vector envs; Atari with its ROMs): the
+        # Atari configs' default backend. envpool requires its asset
+        # packages, MuJoCo models included (~600 MB installed).
+        'envpool': ['envpool>=1.2.5'],
         'box2d': ['gymnasium[box2d]>=1.1,<1.4'],
         # MuJoCo envs through gymnasium (HalfCheetah-v5, ...).
         'mujoco': ['gymnasium[mujoco]>=1.1,<1.4'],
