@@ -204,6 +204,8 @@ def train_rl(
   progress: Callable[[int], None] | None = None,
   eval_every: int = 1,
   final_eval: bool = True,
+  overlap: bool = False,
+  pipeline_depth: int | None = None,
 ) -> program_agent.ProgramAgent:
   """Trains `agent_class` on the gin-bound RLTask for n_epochs in total.
 
@@ -271,6 +273,15 @@ def train_rl(
       `final_eval.json` (the trained policy's greedy return, which the
       epochs' records, evaluated before each epoch, never show); `trax-rl
       train`'s summary shows it. Nothing the checkpoint holds changes.
+    overlap: on gymnasium envs, step the envs in a thread while the
+      learner learns (`trax_rl.sources.pipeline`): an epoch costs about
+      the longer of acting and learning, not their sum. Needs a
+      pipeline_depth >= 1; the records are those of the same depth
+      without overlap.
+    pipeline_depth: on gymnasium envs, learn from rollouts collected this
+      many epochs earlier (their policy `pipeline_depth` epochs older,
+      `policy_lag` in the records); None: 1 with overlap, else 0 (each
+      epoch collects with the latest learner, as Trax).
 
   Returns:
     The agent (closed, after training, unless build_only).
@@ -330,6 +341,10 @@ def train_rl(
         tracker=tracker,
         progress=progress,
         eval_every=eval_every,
+        pipeline_depth=int(overlap)
+        if pipeline_depth is None
+        else pipeline_depth,
+        overlap=overlap,
       )
       if final_eval and agent.current_epoch > epochs_before:
         agent.final_eval = agent.runner.final_evaluation()

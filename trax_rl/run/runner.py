@@ -147,6 +147,8 @@ class Runner:
     tracker: Any = None,
     progress: Callable[[int], None] | None = None,
     eval_every: int = 1,
+    pipeline_depth: int = 0,
+    overlap: bool = False,
   ) -> None:
     """Runs n_epochs, up to epochs_per_call per source call.
 
@@ -167,6 +169,9 @@ class Runner:
         the callbacks follow once the call is saved.
       eval_every: evaluate before a call only if one of its epochs is a
         multiple of this (counted from 0; 1: before every call, as Trax).
+      pipeline_depth: a host source collects this many epochs ahead of
+        learning (`sources.pipeline`; 0: each epoch collects, then learns).
+      overlap: a host source collects the epoch ahead while learning.
     """
     validation.check_count('n_epochs', n_epochs, 0)
     validation.check_count('epochs_per_call', epochs_per_call, 1)
@@ -179,6 +184,7 @@ class Runner:
       )
     self._source.set_epochs_per_call(epochs_per_call)
     n_left = n_epochs - self.epoch if n_epochs_is_total_epochs else n_epochs
+    _set_pipeline(self._source, pipeline_depth, overlap, n_left)
     if self._writes and self._writer is None and n_left > 0:
       self._writer = metrics.MetricsWriter(
         self._output_dir,
@@ -369,6 +375,19 @@ class Runner:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+def _set_pipeline(source: Any, depth: int, overlap: bool, n_left: int) -> None:
+  """Configures a host source's pipeline; refuses one elsewhere."""
+  if hasattr(source, 'set_pipeline'):
+    source.set_pipeline(depth, overlap)
+    source.set_epochs_left(max(n_left, 0))
+  elif depth or overlap:
+    raise ValueError(
+      'train_rl.pipeline_depth and train_rl.overlap pipeline the gymnasium '
+      f'source (host envs); this run collects with a {type(source).__name__}'
+      ': unbind them'
+    )
 
 
 def _n_nonfinite(source: Any) -> int:

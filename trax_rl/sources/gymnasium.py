@@ -6,6 +6,8 @@ and learns from. This one collects with `host_envs.HostEnvs` (one batched
 `act` per env step for all seeds and envs, on a CPU copy of what the
 policy reads), then runs the program's `observe` + `learn` in one jitted
 call, vmapped over seeds (or over processes in a multi-host job).
+Collections can run ahead of learning, and beside it in a thread
+(`pipeline`: `train_rl.pipeline_depth`, `train_rl.overlap`).
 """
 
 import functools
@@ -15,12 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from trax_rl import checkpoint, compile_options, envs, types
 from trax_rl.device import rollout as rollout_lib
+from trax_rl.sources import host_envs as hosts
+from trax_rl.sources import pipeline as pipeline_lib
 from trax_rl.sources import processes, seed_axis
-from trax_rl.sources.host_envs import Collection, HostEnvs, pad_steps
 
 _LOG = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ class GymnasiumSource:
     self._n_steps = n_steps
     self._n_episodes = n_episodes
     self.rollout_steps = rollout_steps
-    self._envs = HostEnvs(env, n_envs, self._seeds, max_steps)
+    self._envs = hosts.HostEnvs(env, n_envs, self._seeds, max_steps)
     self._eval_envs = None  # Built on the first evaluation.
     keys = np.asarray(keys)
     self._act_keys = np.asarray(
@@ -107,6 +111,8 @@ class GymnasiumSource:
       train = jax.vmap(program.train, axis_name=processes.AXIS)
     self._train = compile_options.jit(train, donate_argnums=0)
     self._split = compile_options.jit(over(jax.random.split))
+    self._pipeline = pipeline_lib.Pipeline(self._collect_with)
+    self._nonfinite = 0  # Of the observations learned from so far.
     self.epochs_per_call = 1
 
   n_seeds = types.read_only('_n_seeds')
@@ -192,20 +198,36 @@ class GymnasiumSource:
 
     return act
 
+  def set_pipeline(self, depth: int, overlap: bool) -> None:
+    """Collects `depth` epochs ahead of learning, in a thread if `overlap`
+    (`pipeline.Pipeline`)."""
+    self._pipeline.configure(depth, overlap)
+
+  def set_epochs_left(self, n: int) -> None:
+    """The run's epochs left: the pipeline collects none beyond them."""
+    self._pipeline.set_epochs_left(n)
+
   def _acting_view(self, learner: Any) -> Any:
-    """What the policy reads of `learner`, once per collection."""
+    """What the policy reads of `learner`, once per collection: a copy,
+    which the learning that donates `learner` leaves alone."""
     learner = self.local(learner)
     if self._view is None:
       view = seed_axis.over_seeds(self._program.acting_view, self._n_seeds)
-      self._view = compile_options.jit(view)
+      copied = lambda x: jax.tree.map(jnp.copy, view(x))  # noqa: E731
+      self._view = compile_options.jit(copied)
     return self._view(learner)
 
-  def collect(self, learner: Any) -> Collection:
+  def collect(self, learner: Any) -> hosts.Collection:
     """One epoch's rollout with the training policy (temperature 1)."""
+    return self._collect_with(self._acting_view(learner))[0]
+
+  def _collect_with(self, view: Any) -> tuple[hosts.Collection, int]:
+    """One epoch's rollout with the policy `view`, and the count of
+    non-finite observations after it."""
     counter = [self._n_acts]
     streams = self._act_keys
     collection = self._envs.collect(
-      self._host_act(self._acting_view(learner), 1.0, streams, counter),
+      self._host_act(view, 1.0, streams, counter),
       self._core,
       n_steps=self._n_steps,
       n_episodes=self._n_episodes,
@@ -213,7 +235,7 @@ class GymnasiumSource:
     )
     self._n_acts = counter[0]
     self._core = collection.core
-    return collection
+    return collection, self._envs.n_nonfinite()
 
   def example_rollout(self, learner: Any) -> rollout_lib.Rollout:
     """The shapes and dtypes of one epoch's rollout `[T, N, ...]` (one
@@ -221,7 +243,7 @@ class GymnasiumSource:
     n_steps = (
       self._n_steps
       or self.rollout_steps
-      or pad_steps(
+      or hosts.pad_steps(
         -(-self._n_episodes // self._n_envs) * (self._max_steps or 1)
       )
     )
@@ -274,17 +296,26 @@ class GymnasiumSource:
   def run_epochs(
     self, learner: Any, n: int
   ) -> tuple[Any, list[list[dict[str, float]]]]:
-    """n epochs of collect, then learn; one record per epoch and seed."""
+    """n epochs of collect, then learn (through the pipeline); one record
+    per epoch and seed."""
     out = []
     for _ in range(n):
-      start = time.perf_counter()
-      collection = self.collect(learner)
-      collect_s = time.perf_counter() - start
-      learner, metrics = self.train(learner, collection.rollout)
-      metrics = jax.device_get(metrics)
+
+      def learn(data, learner=learner):
+        start = time.perf_counter()
+        learner, metrics = self.train(learner, data[0].rollout)
+        metrics = jax.device_get(metrics)
+        return learner, metrics, time.perf_counter() - start
+
+      item, (learner, metrics, train_s), lag = self._pipeline.epoch(
+        lambda learner=learner: self._acting_view(learner), learn
+      )
+      collection, self._nonfinite = item.data
       records = []
       for s, record in enumerate(collection.records):
-        record = dict(record, collect_s=collect_s)
+        record = dict(
+          record, collect_s=item.collect_s, train_s=train_s, policy_lag=lag
+        )
         for name, value in metrics.items():
           value = np.asarray(value)
           record[name] = _scalar(value if self._n_seeds == 1 else value[s])
@@ -309,7 +340,7 @@ class GymnasiumSource:
     `fold_in(fold_in(stream, index), call)`.
     """
     if self._eval_envs is None:
-      self._eval_envs = HostEnvs(
+      self._eval_envs = hosts.HostEnvs(
         self._spec, self._n_envs, [[s, 1] for s in self._seeds]
       )
     self._eval_envs.reseed([[s, 1, index] for s in self._seeds])
@@ -334,7 +365,8 @@ class GymnasiumSource:
     return np.array([r[:n_episodes] for r in collection.episode_returns])
 
   def n_nonfinite(self) -> int:
-    return self._envs.n_nonfinite()
+    """Non-finite observations (rows) in the rollouts learned from."""
+    return self._nonfinite
 
   def set_check_finite(self, check: bool) -> None:
     self._envs.set_check_finite(check)
@@ -346,6 +378,8 @@ class GymnasiumSource:
       'learn_keys': np.asarray(self._learn_keys),
       'n_acts': self._n_acts,
       'core': jax.tree.map(np.asarray, jax.device_get(self._core)),
+      'pipeline': self._pipeline.state_dict(_encode),
+      'nonfinite': self._nonfinite,
     }
 
   def fork(self, epoch: int) -> None:
@@ -359,6 +393,7 @@ class GymnasiumSource:
     self._envs.restart()
     fork = lambda k: jax.random.fold_in(jax.random.fold_in(k, index), epoch)  # noqa: E731
     self._act_keys = np.asarray(fork(self._act_keys))
+    self._pipeline.drop_pending()  # The chief's data.
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
     self._envs.load_state_dict(state['envs'])
@@ -368,11 +403,23 @@ class GymnasiumSource:
     self._core = checkpoint.unflatten_like(
       self._core, jax.tree.leaves(state['core']), 'recurrent core'
     )
+    self._pipeline.load_state_dict(state.get('pipeline'), _decode)
+    self._nonfinite = int(state.get('nonfinite', 0))
 
   def close(self) -> None:
+    self._pipeline.close()
     self._envs.close()
     if self._eval_envs is not None:
       self._eval_envs.close()
+
+
+def _encode(data: tuple[hosts.Collection, int]) -> dict[str, Any]:
+  """A collection waiting in the pipeline, as checkpointable values."""
+  return {**hosts.collection_state(data[0]), 'nonfinite': data[1]}
+
+
+def _decode(state: dict[str, Any]) -> tuple[hosts.Collection, int]:
+  return hosts.collection_from_state(state), int(state['nonfinite'])
 
 
 def _scalar(x: Any) -> float | int:

@@ -187,6 +187,27 @@ class Collection(NamedTuple):
   episode_lengths: list[list[int]]  # Likewise.
 
 
+def collection_state(c: Collection) -> dict[str, Any]:
+  """A collection's rollout and records as checkpointable values."""
+  return {
+    'rollout': tuple(c.rollout),
+    'records': c.records,
+    'episode_returns': c.episode_returns,
+    'episode_lengths': c.episode_lengths,
+  }
+
+
+def collection_from_state(state: dict[str, Any]) -> Collection:
+  """`collection_state`'s input back (without its core)."""
+  return Collection(
+    rollout_lib.Rollout(*state['rollout']),
+    None,
+    [dict(r) for r in state['records']],
+    [list(r) for r in state['episode_returns']],
+    [list(r) for r in state['episode_lengths']],
+  )
+
+
 class HostEnvs:
   """k seeds of N gymnasium envs, collected as `Rollout`s `[k, T, N, ...]`.
 
