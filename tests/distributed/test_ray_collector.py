@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import psutil
 import pytest
@@ -271,3 +272,53 @@ def test_a_multihost_learner_with_rollout_actors(cluster):
   for name in ('pg', 'dqn'):
     # Each process's actors played their own units and streams.
     jobs.assert_learn_in_step(first[name], second[name])
+
+
+def _pipelined_run(overlap, n_epochs=3):
+  """A PolicyGradient on 2 rollout actors, units one epoch ahead of
+  learning: its records (timings aside) and learner leaves."""
+  configurables.parse([], _lines(PG))
+  agent = configurables.train_rl(build_only=True)
+  agent.set_collector(
+    ray_collector.RayCollector(n_actors=2),
+    functools.partial(configurables.build_agent, PG),
+  )
+  records = []
+  try:
+    agent.run(
+      n_epochs,
+      callbacks=[lambda a, r: records.append(dict(r))],
+      pipeline_depth=1,
+      overlap=overlap,
+    )
+  finally:
+    agent.close()
+  untimed = [
+    {k: v for k, v in r.items() if not k.endswith('_s')} for r in records
+  ]
+  return untimed, [np.asarray(x) for x in jax.tree.leaves(agent.learner)]
+
+
+def test_epoch_mode_units_play_beside_learning_with_the_same_records(cluster):
+  del cluster
+  sequential = _pipelined_run(overlap=False)
+  overlapped = _pipelined_run(overlap=True)
+  assert [r['policy_lag'] for r in overlapped[0]] == [0, 1, 1]
+  assert sequential[0] == overlapped[0]
+  for a, b in zip(sequential[1], overlapped[1], strict=True):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_stream_mode_refuses_a_pipeline_in_one_line(cluster):
+  del cluster
+  configurables.parse([], _lines(DQN))
+  agent = configurables.train_rl(build_only=True)
+  agent.set_collector(
+    ray_collector.RayCollector(n_actors=1),
+    functools.partial(configurables.build_agent, DQN),
+  )
+  try:
+    with pytest.raises(ValueError, match='already play while the learner'):
+      agent.run(1, overlap=True, pipeline_depth=1)
+  finally:
+    agent.close()

@@ -36,8 +36,10 @@ import jax
 import numpy as np
 
 from trax_rl import compile_options, types
+from trax_rl.device import rollout as rollout_lib
 from trax_rl.sources import gymnasium as gym_source
 from trax_rl.sources import host_envs, ray_actors
+from trax_rl.sources import pipeline as pipeline_lib
 
 
 def update_count(learner: Any) -> int:
@@ -103,6 +105,7 @@ class RaySource:
     self._n_episodes = n_episodes
     self._stream = stream
     self._epoch = 0
+    self._gathered = 0  # Epochs of units collected (ahead of _epoch).
     self._returns = collections.deque(maxlen=host_envs.WINDOW)
     self._n_episodes_done = 0
     self._n_steps_done = 0
@@ -115,6 +118,7 @@ class RaySource:
       if program.can_observe is None
       else compile_options.jit(program.can_observe, static_argnums=1)
     )
+    self._pipeline = pipeline_lib.Pipeline(self._gather)
     self.epochs_per_call = 1
     # Called with the index (in its epoch) of every unit or chunk gathered;
     # tests kill actors from here.
@@ -146,7 +150,22 @@ class RaySource:
   def set_epochs_per_call(self, k: int) -> None:
     self.epochs_per_call = k
 
+  def set_pipeline(self, depth: int, overlap: bool) -> None:
+    """Epoch mode: units played `depth` epochs ahead of learning, beside
+    it if `overlap` (`pipeline.Pipeline`, as on the gymnasium source)."""
+    if self._stream and (depth or overlap):
+      raise ValueError(
+        'train_rl.pipeline_depth and train_rl.overlap pipeline epochs of '
+        'units; this agent streams chunks, which its actors already play '
+        'while the learner learns (RayCollector.max_in_flight): unbind them'
+      )
+    self._pipeline.configure(depth, overlap)
+
+  def set_epochs_left(self, n: int) -> None:
+    self._pipeline.set_epochs_left(n)
+
   def close(self) -> None:
+    self._pipeline.close()
     self._local.close()
     self._pool.close()
 
@@ -167,11 +186,11 @@ class RaySource:
       restarts = self.restarts
       if self._stream:
         learner, record = self._stream_epoch(learner)
+        record['collect_s'] = time.perf_counter() - start
       else:
         learner, record = self._unit_epoch(learner)
       record['ray/restarts'] = float(self.restarts - restarts)
       record['ray/actors'] = float(self._settings.n_actors)
-      record['collect_s'] = time.perf_counter() - start
       self._epoch += 1
       out.append([record])
     return learner, out
@@ -186,7 +205,33 @@ class RaySource:
     return [(None, min(per_env, total - s)) for s in range(0, total, per_env)]
 
   def _unit_epoch(self, learner: Any):
-    self._publish(learner, self._epoch)
+    """One epoch of units through the pipeline: learns from the units
+    due, while those of the epoch ahead play."""
+
+    def view(learner=learner):
+      params = self._view_fn(self.local(learner))
+      return self._epoch, jax.device_get(params)
+
+    def learn(data, learner=learner):
+      start = time.perf_counter()
+      rollout, _ = data
+      out = self._local.train(learner, _with_seed_axis(rollout))
+      return out, time.perf_counter() - start
+
+    item, ((learner, metrics), train_s), lag = self._pipeline.epoch(view, learn)
+    record = dict(item.data[1], collect_s=item.collect_s, train_s=train_s)
+    record['policy_lag'] = lag
+    record.update(_host(metrics))
+    return learner, record
+
+  def _gather(self, view: tuple[int, Any]) -> tuple[Any, dict[str, Any]]:
+    """The units of the next epoch collected, played with `view` (the
+    learner's epoch and its policy): their rollout and record."""
+    version, params = view
+    self._box = [self._pool.put(params)]
+    self._version = version
+    epoch = self._gathered
+    self._gathered += 1
     units = self._units()
     pending = collections.deque(range(len(units)))
     done: dict[int, Any] = {}
@@ -200,7 +245,7 @@ class RaySource:
           # Each learner process plays units of its own (seeds differ).
           unit_id = jax.process_index() * len(units) + unit
           ref = actor.play_unit.remote(
-            self._version, self._box, self._epoch, unit_id, *units[unit]
+            self._version, self._box, epoch, unit_id, *units[unit]
           )
           in_flight[ref] = (slot, unit)
       for ref in self._pool.wait(list(in_flight)):
@@ -224,10 +269,7 @@ class RaySource:
         self._local.rollout_steps or 0, host_envs.pad_steps(longest)
       )
     rollout = host_envs.pad_rollouts([w[0][0] for w in works], n_steps)
-    learner, metrics = self._local.train(learner, _with_seed_axis(rollout))
-    record = self._stats([w[0][1] for w in works], rollout)
-    record.update(_host(metrics))
-    return learner, record
+    return rollout, self._stats([w[0][1] for w in works], rollout)
 
   def _stats(self, stats: list[dict[str, Any]], rollouts: Any) -> dict:
     """The epoch's collection record, from its units' or chunks' stats."""
@@ -355,6 +397,7 @@ class RaySource:
       'returns': list(self._returns),
       'n_episodes': self._n_episodes_done,
       'n_interactions': self._n_steps_done,
+      'pipeline': self._pipeline.state_dict(_encode),
     }
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -364,6 +407,17 @@ class RaySource:
     self._returns.extend(float(r) for r in state['returns'])
     self._n_episodes_done = int(state['n_episodes'])
     self._n_steps_done = int(state['n_interactions'])
+    self._pipeline.load_state_dict(state.get('pipeline'), _decode)
+    self._gathered = self._epoch + self._pipeline.n_pending
+
+
+def _encode(data: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
+  """Units waiting in the pipeline, as checkpointable values."""
+  return {'rollout': tuple(data[0]), 'record': data[1]}
+
+
+def _decode(state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+  return rollout_lib.Rollout(*state['rollout']), dict(state['record'])
 
 
 def _with_seed_axis(rollout: Any) -> Any:
