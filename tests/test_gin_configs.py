@@ -16,6 +16,7 @@ ATARI = sorted((ROOT / 'gin' / 'atari').glob('*.gin'))
 GYMNAX = sorted((ROOT / 'gin' / 'gymnax').glob('*.gin'))
 BRAX = sorted((ROOT / 'gin' / 'brax').glob('*.gin'))
 HAS_ALE = importlib.util.find_spec('ale_py') is not None
+HAS_ENVPOOL = importlib.util.find_spec('envpool') is not None
 
 
 def _ids(paths):
@@ -40,16 +41,60 @@ def test_config_trains_one_epoch_and_checks(config, tmp_path):
   gin.clear_config()
 
 
+# CI-sized: 2 envs, 2 epochs of 64 env steps, a small replay, one sample per
+# insert, no evaluation (a Pong episode is thousands of steps).
+def _ci_sized(agent_name):
+  bindings = [
+    'RLTask.n_envs = 2',
+    f'{agent_name}.n_interactions_per_epoch = 64',
+    f'{agent_name}.min_replay_size = 32',
+    f'{agent_name}.max_replay_size = 256',
+    f'{agent_name}.batch_size = 4',
+    f'{agent_name}.samples_per_insert = 1.0',
+    f'{agent_name}.n_eval_episodes = 0',
+    'train_rl.final_eval = False',
+    'train_rl.n_epochs = 2',
+  ]
+  return bindings
+
+
 @pytest.mark.parametrize('config', ATARI, ids=_ids(ATARI))
-def test_atari_config(config):
+def test_atari_config_trains_two_epochs_on_envpool(config, tmp_path):
   configurables.parse([str(config)])
-  if HAS_ALE:
-    agent = configurables.train_rl(output_dir=None, build_only=True)
-    assert checks.check(agent)['update'] == 'compiled'
-  else:
+  agent_name = configurables.query('train_rl.agent_class').selector
+  configurables.parse([str(config)], _ci_sized(agent_name))
+  if not HAS_ENVPOOL:
     # Without the optional extra the error says what to install.
-    with pytest.raises(ValueError, match='needs ale-py'):
+    with pytest.raises(ValueError, match=r'needs envpool: pip install'):
       configurables.train_rl(output_dir=None, build_only=True)
+    return
+  records = []
+  agent = configurables.train_rl(
+    output_dir=str(tmp_path),
+    strict=True,
+    callbacks=[lambda _, r: records.append(r)],
+  )
+  assert agent.task.env_spec.name == 'envpool:Pong-v5'
+  assert [r['n_interactions'] for r in records] == [64, 128]
+  gin.clear_config()
+
+
+def test_atari_on_ale_without_envpool():
+  # The same settings through gymnasium's wrappers, for users without
+  # envpool: the included file's bindings replace envpool's.
+  for config, include, shape in (
+    ('dqn', 'ale_env', (4, 84, 84)),
+    ('r2d2', 'ale_rgb_env', (84, 84, 3)),
+  ):
+    configurables.parse(
+      [f'atari/{config}'], [f"include 'atari/common/{include}.gin'"]
+    )
+    if HAS_ALE:
+      agent = configurables.train_rl(output_dir=None, build_only=True)
+      assert agent.task.observation_space.shape == shape
+    else:
+      with pytest.raises(ValueError, match='needs ale-py'):
+        configurables.train_rl(output_dir=None, build_only=True)
   gin.clear_config()
 
 

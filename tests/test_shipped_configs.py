@@ -41,8 +41,8 @@ def test_include_inside_a_shipped_config_resolves(monkeypatch, tmp_path):
   monkeypatch.chdir(tmp_path)
   configurables.parse(['atari/dqn'])
   # Bound only in the included atari/common/env.gin.
-  assert configurables.query('AtariPreprocessing.frame_skip') == 4
-  assert configurables.query('make_env.env') == 'ALE/Pong-v5'
+  assert configurables.query('make_envpool.frame_skip') == 4
+  assert configurables.query('make_envpool.env') == 'Pong-v5'
 
 
 def test_configs_command_lists_agent_env_and_result(capsys):
@@ -123,7 +123,7 @@ def test_built_wheel_trains_a_shipped_config_by_name(tmp_path):
     '-c',
     'import trax_rl; print(trax_rl.__file__); '
     'from trax_rl import configurables as c; c.parse(["atari/dqn"]); '
-    'print(c.query("AtariPreprocessing.frame_skip"))',
+    'print(c.query("make_envpool.frame_skip"))',
   ).split()
   assert where.startswith(str(venv)) and str(ROOT) not in where
   assert frame_skip == '4'
