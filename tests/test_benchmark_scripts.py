@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -104,3 +106,33 @@ def test_continuous_runs_sac_and_td3_without_the_peer():
   run, summary = lines
   assert run['agent'] == 'SAC' and run['env_steps'] == 400
   assert summary['seeds'] == [0] and len(run['curve']) == 2
+
+
+def test_envpool_speed_runs_tiny():
+  pytest.importorskip('envpool')  # The [envpool] extra; [test] has it.
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / 'benchmarks' / 'envpool_speed.py'),
+      '--n_envs',
+      '2',
+      '--steps',
+      '50',
+      '--pong_steps',
+      '10',
+      '--train_steps',
+      '64',
+      '--learn_from',
+      '0',  # The learner's compile would dominate.
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+  assert len(lines) == 6 + 2 + 1
+  assert 'CartPole-v1 envpool/sync' in lines[-1]['summary']
+  trained = [x for x in lines if x.get('bench') == 'train_dqn']
+  assert trained[0]['backend'] == 'envpool' and trained[0]['env_steps'] == 64
