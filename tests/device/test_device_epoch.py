@@ -205,44 +205,29 @@ train_rl.n_epochs = 3
 
 @pytest.mark.two_devices
 @pytest.mark.parametrize('per_call', [1, 2])
-def test_seeds_as_a_batch_dimension_match_single_seeds(tmp_path, per_call):
-  configurables.parse(
-    bindings=[
-      PG_GIN,
-      'train_rl.n_seeds = 2',
-      f'train_rl.epochs_per_call = {per_call}',
-    ]
-  )
-  group = configurables.train_rl(output_dir=str(tmp_path / 'both'))
-  lines = (tmp_path / 'both' / 'metrics.jsonl').read_text().splitlines()
-  both = [json.loads(line) for line in lines]
-  assert [(r['epoch'], r['seed']) for r in both] == [
-    (e, s) for e in (1, 2, 3) for s in (0, 1)
-  ]
-  assert both[0]['epoch_s'] > 0
-  # The seeds are split over the devices (two under tests/test_two_devices).
-  leaf = jax.tree.leaves(group.runner.learner)[0]
-  assert len(leaf.sharding.device_set) == jax.local_device_count()
-  for seed in (0, 1):
-    configurables.parse(bindings=[PG_GIN, f'PolicyGradient.seed = {seed}'])
-    alone = configurables.train_rl(output_dir=None)
-    want = alone.avg_returns
-    got = [r['avg_return'] for r in both if r['seed'] == seed]
-    np.testing.assert_allclose(got, want, rtol=1e-5)
-  assert [r['avg_return'] for r in both[:2]][0] != both[1]['avg_return']
-
-
-@pytest.mark.two_devices
-@pytest.mark.parametrize('per_call', [1, 2])
-def test_seed_batch_evaluates_each_seed_as_it_alone(tmp_path, per_call):
+def test_seed_batch_trains_and_evaluates_each_seed_as_it_alone(
+  tmp_path, per_call
+):
+  # One seed batch checked twice over: its training returns and its evals
+  # are each seed's alone (these were two tests that built the same batch
+  # and the same single-seed runs; the evals change no update, as
+  # tests/agents/test_policy_agents.py checks).
   evals = [
     'PolicyGradient.n_eval_episodes = 3',
     'RLTask.max_steps = 60',  # Short episodes: some end, some are capped.
     f'train_rl.epochs_per_call = {per_call}',
   ]
   configurables.parse(bindings=[PG_GIN, 'train_rl.n_seeds = 2', *evals])
-  configurables.train_rl(output_dir=str(tmp_path / 'both'))
+  group = configurables.train_rl(output_dir=str(tmp_path / 'both'))
   both = _records(tmp_path / 'both')
+  assert [(r['epoch'], r['seed']) for r in both] == [
+    (e, s) for e in (1, 2, 3) for s in (0, 1)
+  ]
+  raw = (tmp_path / 'both' / 'metrics.jsonl').read_text().splitlines()
+  assert json.loads(raw[0])['epoch_s'] > 0
+  # The seeds are split over the devices (two under tests/test_two_devices).
+  leaf = jax.tree.leaves(group.runner.learner)[0]
+  assert len(leaf.sharding.device_set) == jax.local_device_count()
   name = 'eval_return_t0_s60'
   # Once per call, in the call's first epoch, for every seed.
   first_epochs = {1, 3} if per_call == 2 else {1, 2, 3}
@@ -251,12 +236,17 @@ def test_seed_batch_evaluates_each_seed_as_it_alone(tmp_path, per_call):
     configurables.parse(
       bindings=[PG_GIN, f'PolicyGradient.seed = {seed}', *evals]
     )
-    configurables.train_rl(output_dir=str(tmp_path / f'alone{seed}'))
+    alone_agent = configurables.train_rl(
+      output_dir=str(tmp_path / f'alone{seed}')
+    )
+    got = [r['avg_return'] for r in both if r['seed'] == seed]
+    np.testing.assert_allclose(got, alone_agent.avg_returns, rtol=1e-5)
     alone = [r[name] for r in _records(tmp_path / f'alone{seed}') if name in r]
     got = [r[name] for r in both if r['seed'] == seed and name in r]
     assert len(got) == len(first_epochs)
     np.testing.assert_allclose(got, alone, rtol=1e-6)
     assert all(0 < g <= 60 for g in got)
+  assert both[0]['avg_return'] != both[1]['avg_return']
   seed0 = [r[name] for r in both if r['seed'] == 0 and name in r]
   seed1 = [r[name] for r in both if r['seed'] == 1 and name in r]
   assert seed0 != seed1
