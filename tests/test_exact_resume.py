@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from trax_rl import checkpoint, cli, env_state, envs
-from trax_rl.sources import host_envs
+from trax_rl.sources import host_envs, seed_envs
 from trax_rl.testing import fake_envs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_envs_that_cannot_be_captured_restart_with_a_notice():
   # Listen on the module's logger itself: the CLI, if an earlier test in
   # this process ran it, stops trax_rl's records from reaching the root.
   notices = _Messages()
-  logger = logging.getLogger(host_envs.__name__)
+  logger = logging.getLogger(seed_envs.__name__)
   logger.addHandler(notices)
   try:
     resumed.load_state_dict(checkpoint.loads(checkpoint.dumps(state)))

@@ -119,10 +119,7 @@ class GymnasiumSource:
 
   program = types.read_only('_program')
 
-  @property
-  def n_envs(self) -> int:
-    """Env columns of a rollout (per seed)."""
-    return self._n_envs
+  n_envs = types.read_only('_n_envs')  # Env columns of a rollout (a seed's).
 
   env_spec = types.read_only('_spec')
 
@@ -247,26 +244,10 @@ class GymnasiumSource:
         -(-self._n_episodes // self._n_envs) * (self._max_steps or 1)
       )
     )
-    obs_space = self._envs.observation_space
     one = seed_axis.row(learner, 0, self._n_seeds)
-    action, info = self._program.act_shapes(one, obs_space, self._n_envs)
-    obs = jax.ShapeDtypeStruct(
-      (self._n_envs, *obs_space.shape), obs_space.dtype
-    )
-    time = lambda x: jax.ShapeDtypeStruct((n_steps, *x.shape), x.dtype)
-    flag = jax.ShapeDtypeStruct((n_steps, self._n_envs), bool)
-    reward = jax.ShapeDtypeStruct((n_steps, self._n_envs), np.float32)
-    return rollout_lib.Rollout(
-      observation=time(obs),
-      action=time(action),
-      reward=reward,
-      terminated=flag,
-      truncated=flag,
-      next_observation=time(obs),
-      agent_info=jax.tree.map(time, info),
-      episode_return=reward,
-      valid=flag,
-    )
+    space = self._envs.observation_space
+    action, info = self._program.act_shapes(one, space, self._n_envs)
+    return self._envs.example_rollout(n_steps, action, info)
 
   def compile(self, learner: Any) -> None:
     """Compiles the epoch's learning for `learner` without running it."""
@@ -378,7 +359,7 @@ class GymnasiumSource:
       'learn_keys': np.asarray(self._learn_keys),
       'n_acts': self._n_acts,
       'core': jax.tree.map(np.asarray, jax.device_get(self._core)),
-      'pipeline': self._pipeline.state_dict(_encode),
+      'pipeline': self._pipeline.state_dict(hosts.collection_state),
       'nonfinite': self._nonfinite,
     }
 
@@ -403,7 +384,9 @@ class GymnasiumSource:
     self._core = checkpoint.unflatten_like(
       self._core, jax.tree.leaves(state['core']), 'recurrent core'
     )
-    self._pipeline.load_state_dict(state.get('pipeline'), _decode)
+    self._pipeline.load_state_dict(
+      state.get('pipeline'), hosts.collection_from_state
+    )
     self._nonfinite = int(state.get('nonfinite', 0))
 
   def close(self) -> None:
@@ -411,15 +394,6 @@ class GymnasiumSource:
     self._envs.close()
     if self._eval_envs is not None:
       self._eval_envs.close()
-
-
-def _encode(data: tuple[hosts.Collection, int]) -> dict[str, Any]:
-  """A collection waiting in the pipeline, as checkpointable values."""
-  return {**hosts.collection_state(data[0]), 'nonfinite': data[1]}
-
-
-def _decode(state: dict[str, Any]) -> tuple[hosts.Collection, int]:
-  return hosts.collection_from_state(state), int(state['nonfinite'])
 
 
 def _scalar(x: Any) -> float | int:

@@ -21,8 +21,6 @@ as one `Rollout` `[k, T, N, ...]`:
   exactly where the envs allow it (`env_state`).
 """
 
-import collections
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -30,11 +28,10 @@ import gymnasium as gym
 import jax
 import numpy as np
 
-from trax_rl import env_state, envs, policies
+from trax_rl import envs
 from trax_rl.device import rollout as rollout_lib
+from trax_rl.sources import seed_envs
 from trax_rl.sources import steps as steps_lib
-
-_LOG = logging.getLogger(__name__)
 
 WINDOW = rollout_lib.WINDOW  # episode_return_mean: the last this many.
 
@@ -64,119 +61,6 @@ def pad_rollouts(parts: list[Any], n_steps: int | None = None) -> Any:
   return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *padded)
 
 
-class _SeedEnvs:
-  """The N envs of one seed and their episode bookkeeping."""
-
-  def __init__(self, env: envs.EnvLike, n_envs: int, seed: Any):
-    self.env = envs.make_vector_env(env, n_envs)
-    self.n = n_envs
-    self.rng = np.random.default_rng(seed)
-    self.obs = None  # [N, ...]; None until the first reset.
-    self.first = np.ones(n_envs, bool)
-    self.episode_return = np.zeros(n_envs)
-    self.episode_length = np.zeros(n_envs, np.int64)
-    self.returns = collections.deque(maxlen=WINDOW)
-    self.n_episodes = 0
-    self.n_interactions = 0
-    self.n_nonfinite = 0
-    self.ended_length = np.zeros(n_envs, np.int64)  # Of the last step.
-    self.continuing = False  # Whether episodes run on into the next call.
-    space = self.env.single_observation_space
-    self.check_finite = np.issubdtype(space.dtype or np.uint8, np.floating)
-
-  def count_nonfinite(self, obs: np.ndarray) -> None:
-    if self.check_finite and not np.isfinite(obs).all():
-      finite = np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
-      self.n_nonfinite += int((~finite).sum())
-
-  def reset(self) -> None:
-    seeds = [int(s) for s in self.rng.integers(0, 2**31 - 1, size=self.n)]
-    obs, _ = self.env.reset(seed=seeds)
-    self.obs = np.array(obs)
-    self.count_nonfinite(self.obs)
-    self.first = np.ones(self.n, bool)
-    self.episode_return[:] = 0
-    self.episode_length[:] = 0
-
-  def step(self, action: np.ndarray, max_steps: int | None):
-    """Steps every env; restarts those that ended. Returns the step's data."""
-    space = self.env.single_action_space
-    next_obs, reward, terminated, truncated, _ = self.env.step(
-      policies.clip_to_space(np.asarray(action), space)
-    )
-    next_obs = np.array(next_obs)
-    self.count_nonfinite(next_obs)
-    terminated = np.array(terminated, bool)  # Rollouts keep it.
-    self.episode_length += 1
-    truncated = np.array(truncated, bool)  # A copy: gymnax's is read-only.
-    if max_steps is not None:
-      truncated = truncated | (self.episode_length >= max_steps)
-    truncated &= ~terminated
-    reward = np.asarray(reward, np.float32)
-    self.episode_return += reward
-    done = terminated | truncated
-    ended = np.where(done, self.episode_return, 0.0).astype(np.float32)
-    self.ended_length = np.where(done, self.episode_length, 0)
-    obs = next_obs
-    if done.any():
-      reset_obs, _ = self.env.reset(options={'reset_mask': done})
-      obs = next_obs.copy()  # next_obs keeps the final observations.
-      obs[done] = np.asarray(reset_obs)[done]
-      self.count_nonfinite(obs[done])
-      self.episode_return[done] = 0
-      self.episode_length[done] = 0
-    self.first = done
-    self.obs = obs
-    return next_obs, reward, terminated, truncated, ended
-
-  def state_dict(self) -> dict[str, Any]:
-    state = {
-      'rng': self.rng.bit_generator.state,
-      'returns': list(self.returns),
-      'n_episodes': self.n_episodes,
-      'n_interactions': self.n_interactions,
-      'running': None,
-    }
-    if not self.continuing or self.obs is None:
-      return state
-    try:
-      captured = env_state.capture(self.env)
-    except env_state.NotCapturable as e:
-      state['restart'] = str(e)
-      return state
-    state['running'] = {  # Copies: stepping updates them in place.
-      'envs': captured,
-      'obs': self.obs.copy(),
-      'first': self.first.copy(),
-      'episode_return': self.episode_return.copy(),
-      'episode_length': self.episode_length.copy(),
-    }
-    return state
-
-  def load_state_dict(self, state: dict[str, Any]) -> None:
-    self.rng.bit_generator.state = state['rng']
-    self.returns.clear()
-    self.returns.extend(float(r) for r in state['returns'])
-    self.n_episodes = int(state['n_episodes'])
-    self.n_interactions = int(state['n_interactions'])
-    self.obs = None  # Reset at the next collection unless restored here.
-    if state.get('restart'):
-      _LOG.warning(
-        'running episodes restart on resume: the env state is not plain '
-        'data (%s)',
-        state['restart'],
-      )
-    running = state['running']
-    self.continuing = running is not None
-    if running is None:
-      return
-    env_state.restore(self.env, running['envs'])
-    self.obs = np.asarray(running['obs'])
-    self.first = np.asarray(running['first'], bool)
-    self.episode_return = np.asarray(running['episode_return'], np.float64)
-    self.episode_length = np.asarray(running['episode_length'], np.int64)
-
-
 class Collection(NamedTuple):
   """What `HostEnvs.collect` returns (see there)."""
 
@@ -187,25 +71,29 @@ class Collection(NamedTuple):
   episode_lengths: list[list[int]]  # Likewise.
 
 
-def collection_state(c: Collection) -> dict[str, Any]:
-  """A collection's rollout and records as checkpointable values."""
+def collection_state(collected: tuple[Collection, int]) -> dict[str, Any]:
+  """A collection (and the count of non-finite observations after it) as
+  checkpointable values."""
+  c, nonfinite = collected
   return {
     'rollout': tuple(c.rollout),
     'records': c.records,
     'episode_returns': c.episode_returns,
     'episode_lengths': c.episode_lengths,
+    'nonfinite': nonfinite,
   }
 
 
-def collection_from_state(state: dict[str, Any]) -> Collection:
-  """`collection_state`'s input back (without its core)."""
-  return Collection(
+def collection_from_state(state: dict[str, Any]) -> tuple[Collection, int]:
+  """`collection_state`'s input back (the collection without its core)."""
+  collection = Collection(
     rollout_lib.Rollout(*state['rollout']),
     None,
     [dict(r) for r in state['records']],
     [list(r) for r in state['episode_returns']],
     [list(r) for r in state['episode_lengths']],
   )
+  return collection, int(state['nonfinite'])
 
 
 class HostEnvs:
@@ -228,7 +116,7 @@ class HostEnvs:
   ):
     self._spec = env
     self._seeds = list(seeds)
-    self._envs = [_SeedEnvs(env, n_envs, s) for s in self._seeds]
+    self._envs = [seed_envs.SeedEnvs(env, n_envs, s) for s in self._seeds]
     self._n = n_envs
     self._max_steps = max_steps
 
@@ -363,6 +251,28 @@ class HostEnvs:
       )
     return Collection(rollout, core, records, ended_returns, ended_lengths)
 
+  def example_rollout(
+    self, n_steps: int, action: Any, info: Any
+  ) -> rollout_lib.Rollout:
+    """The shapes and dtypes of a rollout `[T, N, ...]` of one seed, given
+    those of the policy's action and info for N observations."""
+    space = self.observation_space
+    obs = jax.ShapeDtypeStruct((self._n, *space.shape), space.dtype)
+    time = lambda x: jax.ShapeDtypeStruct((n_steps, *x.shape), x.dtype)  # noqa: E731
+    flag = jax.ShapeDtypeStruct((n_steps, self._n), bool)
+    reward = jax.ShapeDtypeStruct((n_steps, self._n), np.float32)
+    return rollout_lib.Rollout(
+      observation=time(obs),
+      action=time(action),
+      reward=reward,
+      terminated=flag,
+      truncated=flag,
+      next_observation=time(obs),
+      agent_info=jax.tree.map(time, info),
+      episode_return=reward,
+      valid=flag,
+    )
+
   def _stacked(self, name: str) -> np.ndarray:
     """Every seed's `obs` or `first`, `[k, N, ...]` (a view for one seed)."""
     if len(self._envs) == 1:
@@ -382,7 +292,7 @@ class HostEnvs:
 
 
 def _stack_seeds(outs: list[tuple]) -> tuple:
-  """Each seed's `_SeedEnvs.step` output -> `[k, N, ...]` per field."""
+  """Each seed's `SeedEnvs.step` output -> `[k, N, ...]` per field."""
   if len(outs) == 1:
     return tuple(x[None] for x in outs[0])
   return tuple(np.stack(x) for x in zip(*outs))
