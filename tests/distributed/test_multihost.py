@@ -115,14 +115,18 @@ train_rl.agent_class = @ReplayValueAgent
 """
 
 # The replay learners across two processes: each its own envs and table,
-# the tables limited as one (`learner_table.insert_and_learn`).
+# the tables limited as one (`learner_table.insert_and_learn`). The
+# ReplayValueAgent is also killed after epoch 2 and resumed: every process
+# gets its own state back (envs in flight, replay table, random streams),
+# not the chief's. (One job for both, once two tests: each job starts two
+# JAX processes, and both built the same replay agent.)
 _STREAM_SCRIPT = textwrap.dedent(
   """
-  import json, sys
+  import hashlib, json, os, sys
   import jax, numpy as np
   from trax_rl import configurables
 
-  port, process_id = sys.argv[1], int(sys.argv[2])
+  port, process_id, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
   COMMON = [
       "RLTask.env = 'CartPole-v1'", 'RLTask.initial_trajectories = 0',
       'RLTask.n_envs = 2', 'RLTask.max_steps = 30', 'MLP.layer_widths = (8,)',
@@ -133,7 +137,7 @@ _STREAM_SCRIPT = textwrap.dedent(
           'ReplayValueAgent.batch_size = 8',
           'ReplayValueAgent.min_replay_size = 16',
           'ReplayValueAgent.samples_per_insert = 2.0',
-          'ReplayValueAgent.n_interactions_per_epoch = 64',
+          'ReplayValueAgent.n_interactions_per_epoch = 40',
           'ReplayValueAgent.n_eval_episodes = 0',
           'train_rl.agent_class = @ReplayValueAgent',
       ],
@@ -149,51 +153,9 @@ _STREAM_SCRIPT = textwrap.dedent(
           'train_rl.agent_class = @R2D2',
       ],
   }
-  out = {}
-  for name, config in CONFIGS.items():
-    configurables.parse([], COMMON + config)
-    agent = configurables.train_rl(
-        n_epochs=3, multihost=True, coordinator_address=f'127.0.0.1:{port}',
-        num_processes=2, process_id=process_id)
-    learner = agent.learner
-    data = agent.runner.source.collect(agent.runner.learner).rollout
-    out[name] = {
-        'step': int(learner.train.step),
-        'devices': jax.process_count(),
-        'counts': [int(learner.replay.num_inserts),
-                   int(learner.replay.num_samples)],
-        'params': [np.asarray(x).ravel().tolist()
-                   for x in jax.tree.leaves(learner.train.params)],
-        'observations': np.asarray(data.observation).tolist(),
-    }
-  print(json.dumps(out))
-  """
-)
 
-
-# Killed after epoch 2 and resumed: every process gets its own state back
-# (envs in flight, replay table, random streams), not the chief's.
-_RESUME_SCRIPT = textwrap.dedent(
-  """
-  import hashlib, json, os, sys
-  import jax, numpy as np
-  from trax_rl import configurables
-
-  port, process_id, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-  CONFIG = [
-      "RLTask.env = 'CartPole-v1'", 'RLTask.initial_trajectories = 0',
-      'RLTask.n_envs = 2', 'RLTask.max_steps = 30', 'MLP.layer_widths = (8,)',
-      'Quality.body = @MLP', 'ReplayValueAgent.model_fn = @Quality',
-      'ReplayValueAgent.batch_size = 8',
-      'ReplayValueAgent.min_replay_size = 16',
-      'ReplayValueAgent.samples_per_insert = 2.0',
-      'ReplayValueAgent.n_interactions_per_epoch = 40',
-      'ReplayValueAgent.n_eval_episodes = 0',
-      'train_rl.agent_class = @ReplayValueAgent',
-  ]
-
-  def train(output_dir, n_epochs):
-    configurables.parse([], CONFIG)
+  def train(name, n_epochs, output_dir=None):
+    configurables.parse([], COMMON + CONFIGS[name])
     agent = configurables.train_rl(
         output_dir=output_dir, n_epochs=n_epochs, multihost=True,
         coordinator_address=f'127.0.0.1:{port}', num_processes=2,
@@ -202,9 +164,10 @@ _RESUME_SCRIPT = textwrap.dedent(
     table = hashlib.sha256()
     for leaf in jax.tree.leaves(learner.replay):
       table.update(np.asarray(leaf).tobytes())
-    return {
+    return agent, {
         'epoch': agent.current_epoch,
         'step': int(learner.train.step),
+        'devices': jax.process_count(),
         'table': table.hexdigest(),
         'counts': [int(learner.replay.num_inserts),
                    int(learner.replay.num_samples)],
@@ -212,27 +175,25 @@ _RESUME_SCRIPT = textwrap.dedent(
                    for x in jax.tree.leaves(learner.train.params)],
     }
 
-  full = train(os.path.join(out, 'full'), 4)
-  train(os.path.join(out, 'cut'), 2)
-  resumed = train(os.path.join(out, 'cut'), 4)
-  print(json.dumps({'full': full, 'resumed': resumed}))
+  def observations(agent):
+    # What this process's envs play next (read after the state above).
+    data = agent.runner.source.collect(agent.runner.learner).rollout
+    return np.asarray(data.observation).tolist()
+
+  agent, full = train('ReplayValueAgent', 4, os.path.join(out_dir, 'full'))
+  train('ReplayValueAgent', 2, os.path.join(out_dir, 'cut'))
+  _, resumed = train('ReplayValueAgent', 4, os.path.join(out_dir, 'cut'))
+  out = {'full': full, 'resumed': resumed}
+  out['ReplayValueAgent'] = dict(full, observations=observations(agent))
+  agent, r2d2 = train('R2D2', 3)
+  out['R2D2'] = dict(r2d2, observations=observations(agent))
+  print(json.dumps(out))
   """
 )
 
 
-def test_a_resumed_job_gives_each_process_its_own_state(tmp_path):
-  first, second = jobs.run_job(_RESUME_SCRIPT, [[tmp_path], [tmp_path]])
-  for got in (first, second):
-    assert got['resumed'] == got['full']
-  # Each process kept its own table: the two tables differ.
-  assert first['full']['table'] != second['full']['table']
-  own = tmp_path / 'cut' / 'processes' / '1'
-  assert sorted(p.name for p in own.glob('*.pkl')) == ['checkpoint-4.pkl']
-  assert not (tmp_path / 'cut' / 'processes' / '0').exists()
-
-
-def test_replay_learners_train_across_two_processes():
-  first, second = jobs.run_job(_STREAM_SCRIPT, [[], []])
+def test_replay_learners_train_and_resume_across_two_processes(tmp_path):
+  first, second = jobs.run_job(_STREAM_SCRIPT, [[tmp_path], [tmp_path]])
   for name in ('ReplayValueAgent', 'R2D2'):
     a, b = first[name], second[name]
     # The same learner calls on both, so the same replicated parameters;
@@ -242,6 +203,15 @@ def test_replay_learners_train_across_two_processes():
     samples = a['counts'][1]
     assert b['counts'][1] == samples
     assert 0 < samples <= 2.0 * min(a['counts'][0], b['counts'][0])
+  # Killed after epoch 2 and resumed: each process as if never killed.
+  for got in (first, second):
+    assert got['full']['epoch'] == 4
+    assert got['resumed'] == got['full']
+  # Each process kept its own table: the two tables differ.
+  assert first['full']['table'] != second['full']['table']
+  own = tmp_path / 'cut' / 'processes' / '1'
+  assert sorted(p.name for p in own.glob('*.pkl')) == ['checkpoint-4.pkl']
+  assert not (tmp_path / 'cut' / 'processes' / '0').exists()
 
 
 def test_a_device_epoch_is_refused():
