@@ -187,6 +187,7 @@ class GymnasiumSource:
     the step before.
     """
     fn = self._act_fn(temperature)
+    streams = jax.device_put(streams)  # Once, not at every step.
 
     def act(obs, first, core):
       out = fn(learner, streams, np.uint32(counter[0]), obs, core, first)
