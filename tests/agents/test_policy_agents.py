@@ -22,15 +22,21 @@ def _pg(env='CartPole-v1', seed=0, output_dir=None, n_envs=8, **kwargs):
     env, initial_trajectories=0, n_envs=n_envs, seed=seed, max_steps=500
   )
   kwargs.setdefault('n_trajectories_per_epoch', 16)
+  # The learning tests' batch; the lifecycle tests below take SMALL_BATCH
+  # (their checks hold for any batch, and 1024 slices an update was most
+  # of their time).
+  kwargs.setdefault('batch_size', 1024)
   return policy_agents.PolicyGradient(
     t,
     model_fn=TANH_POLICY,
-    batch_size=1024,
     lr_schedule=lambda: 5e-3,
     seed=seed,
     output_dir=output_dir,
     **kwargs,
   )
+
+
+SMALL_BATCH = 16
 
 
 def _params(agent):
@@ -71,21 +77,26 @@ def test_expert_iteration_improves():
 
 def test_same_seed_same_returns_and_params():
   a, b = (
-    _pg(n_envs=2, n_trajectories_per_epoch=4),
-    _pg(n_envs=2, n_trajectories_per_epoch=4),
+    _pg(n_envs=2, n_trajectories_per_epoch=4, batch_size=SMALL_BATCH),
+    _pg(n_envs=2, n_trajectories_per_epoch=4, batch_size=SMALL_BATCH),
   )
   a.run(3)
   b.run(3)
   assert a.avg_returns == b.avg_returns
   for x, y in zip(_params(a), _params(b)):
     np.testing.assert_array_equal(x, y)
-  c = _pg(n_envs=2, n_trajectories_per_epoch=4, seed=1)
+  c = _pg(n_envs=2, n_trajectories_per_epoch=4, seed=1, batch_size=SMALL_BATCH)
   c.run(3)
   assert c.avg_returns != a.avg_returns
 
 
 def test_resume_any_number_of_times_equals_uninterrupted(tmp_path):
-  kwargs = dict(n_envs=2, n_trajectories_per_epoch=4, n_eval_episodes=2)
+  kwargs = dict(
+    n_envs=2,
+    n_trajectories_per_epoch=4,
+    n_eval_episodes=2,
+    batch_size=SMALL_BATCH,
+  )
   full = _pg(**kwargs)
   full.run(5)
   for n_epochs in (1, 2, 4, 5):  # Three "restarts" of the same output_dir.
@@ -164,7 +175,12 @@ def test_network_evaluation_at_trax_loop_steps():
   records = []
   keep = lambda agent, record: records.append(record)  # noqa: E731
   # Trax's Loop default: after update 1 and every 100th.
-  agent = _pg(n_envs=2, n_trajectories_per_epoch=2, n_train_steps_per_epoch=60)
+  agent = _pg(
+    n_envs=2,
+    n_trajectories_per_epoch=2,
+    n_train_steps_per_epoch=60,
+    batch_size=SMALL_BATCH,
+  )
   agent.run(2, callbacks=[keep])
   assert int(agent.learner.train.step) == 120
   assert [r['policy_eval/step'] for r in records] == [1, 100]
@@ -182,6 +198,7 @@ def test_network_evaluation_at_trax_loop_steps():
     n_envs=2,
     n_trajectories_per_epoch=2,
     n_train_steps_per_epoch=4,
+    batch_size=SMALL_BATCH,
     network_eval_at=lambda step: step in (3, 6),
     n_eval_batches=2,
   )
@@ -196,7 +213,9 @@ def test_network_evaluation_at_trax_loop_steps():
 
 def test_evaluation_changes_no_update():
   def params_after(**kwargs):
-    agent = _pg(n_envs=2, n_trajectories_per_epoch=2, **kwargs)
+    agent = _pg(
+      n_envs=2, n_trajectories_per_epoch=2, batch_size=SMALL_BATCH, **kwargs
+    )
     agent.run(2)
     return _params(agent)
 
