@@ -8,7 +8,8 @@ first `--warmup` epochs are not counted):
 
 - `random`: env steps/s of the config's vector env (`envs.make_vector_env`,
   `RLTask.n_envs` envs) stepped with random actions, finished envs reset
-  as the source does: the ceiling of acting.
+  as the source does: the ceiling of acting (measured before and after
+  each run below, averaged; `random_spread` is max over min).
 - `sequential`: the config with `train_rl.pipeline_depth = --depth`,
   without overlap: each epoch collects, then learns, so its records time
   acting alone (`collect_s`) and learning alone (`train_s`).
@@ -109,7 +110,7 @@ def main() -> None:
     agent.close()
     n_epochs = max(args.warmup + 1, -(-steps // per_epoch))
     seed = [f'RLTask.seed = {args.seed}']
-    random = random_steps_per_s(config, args.random_s)
+    randoms = [random_steps_per_s(config, args.random_s)]
     depth = f'train_rl.pipeline_depth = {args.depth}'
     runs = {}
     for mode, extra in (
@@ -135,6 +136,9 @@ def main() -> None:
       }
       print(json.dumps(line), flush=True)
       runs[mode + '_line'] = line
+      # Between the runs too: a shared machine's pace drifts.
+      randoms.append(random_steps_per_s(config, args.random_s))
+    random = float(np.mean(randoms))
     seq, ov = runs['sequential_line'], runs['overlap_line']
     alone = max(seq['collect_s'], seq['train_s'])
     acting = seq['counted_epochs'] * per_epoch / seq['collect_s']
@@ -144,6 +148,7 @@ def main() -> None:
           'config': config,
           'summary': True,
           'random_env_steps_per_s': random,
+          'random_spread': max(randoms) / min(randoms),
           'acting_env_steps_per_s': acting,
           'acting_vs_random': acting / random,
           'acting_alone_s': seq['collect_s'],

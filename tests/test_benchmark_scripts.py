@@ -136,3 +136,32 @@ def test_envpool_speed_runs_tiny():
   assert 'CartPole-v1 envpool/sync' in lines[-1]['summary']
   trained = [x for x in lines if x.get('bench') == 'train_dqn']
   assert trained[0]['backend'] == 'envpool' and trained[0]['env_steps'] == 64
+
+
+def test_overlap_runs_tiny_and_its_records_agree():
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / 'benchmarks' / 'overlap.py'),
+      '--config',
+      str(ROOT / 'gin' / 'ppo_cartpole.gin'),
+      '--steps',
+      '1024',
+      '--warmup',
+      '1',
+      '--random_s',
+      '0.1',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+  modes = [x['mode'] for x in lines if 'mode' in x]
+  assert modes == ['plain', 'sequential', 'overlap']
+  assert all(x['epochs'] == 4 and x['counted_epochs'] == 3 for x in lines[:3])
+  summary = lines[-1]
+  assert summary['records_agree'] is True
+  assert summary['overlap_vs_max_alone'] > 0 and summary['acting_vs_random'] > 0
