@@ -238,13 +238,8 @@ def td_k(gamma: float, margin: int) -> Estimator:
   """
   _check_factory_args(gamma, margin, min_margin=1)
 
-  def estimator(
-    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
-  ):
-    del returns, terminal  # Every done ends the bootstrap, as in Trax.
-    rewards, values, dones, mask, gammas, _ = _prepare_lambda(
-      margin, gamma, 1.0, rewards, values, dones, discount_mask, mask
-    )
+  def advantages_k(rewards, values, dones, mask, gammas, lambdas):
+    del lambdas
     n = rewards.shape[1] - margin
     advantages = jnp.zeros_like(values[:, :n])
     # Product of discounts so far, zeroed once the episode has terminated or
@@ -261,7 +256,7 @@ def td_k(gamma: float, margin: int) -> Estimator:
     advantages += carry * values[:, margin : margin + n]
     return advantages - values[:, :n]
 
-  return estimator
+  return _lambda_estimator(gamma, margin, 1.0, advantages_k)
 
 
 def _lambda_returns(rewards, values, dones, gammas, lambdas, mask):
@@ -306,38 +301,38 @@ def td_lambda(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
+  def advantages(rewards, values, dones, mask, gammas, lambdas):
+    lambda_returns = _lambda_returns(
+      rewards, values, dones, gammas, lambdas, mask
+    )
+    return lambda_returns - values
+
+  return _lambda_estimator(gamma, margin, lambda_, advantages)
+
+
+def _lambda_estimator(gamma, margin, lambda_, advantages) -> Estimator:
+  """The estimator that `_prepare`s a slice and returns `advantages(rewards,
+  values, dones, mask, gammas, lambdas)` on its first `length - margin`
+  steps; gammas and lambdas are 1 where discount_mask is 0."""
+
   def estimator(
     rewards, returns, values, dones, discount_mask, mask=None, terminal=None
   ):
     del returns, terminal  # Every done ends the bootstrap, as in Trax.
-    rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
-      margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
+    rewards, values, dones, discount_mask, mask = _prepare(
+      margin,
+      rewards=rewards,
+      values=values,
+      dones=dones,
+      discount_mask=discount_mask,
+      mask=mask,
     )
-    lambda_returns = _lambda_returns(
-      rewards, values, dones, gammas, lambdas, mask
-    )
-    length = rewards.shape[1]
-    return (lambda_returns - values)[:, : length - margin]
+    gammas = mask_discount(gamma, discount_mask)
+    lambdas = mask_discount(lambda_, discount_mask)
+    result = advantages(rewards, values, dones, mask, gammas, lambdas)
+    return result[:, : rewards.shape[1] - margin]
 
   return estimator
-
-
-def _prepare_lambda(
-  margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
-):
-  """(rewards, values, dones, mask, gammas, lambdas), `_prepare`d; gammas
-  and lambdas are 1 where discount_mask is 0."""
-  rewards, values, dones, discount_mask, mask = _prepare(
-    margin,
-    rewards=rewards,
-    values=values,
-    dones=dones,
-    discount_mask=discount_mask,
-    mask=mask,
-  )
-  gammas = mask_discount(gamma, discount_mask)
-  lambdas = mask_discount(lambda_, discount_mask)
-  return rewards, values, dones, mask, gammas, lambdas
 
 
 def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
@@ -359,13 +354,7 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
   """
   _check_factory_args(gamma, margin, lambda_=lambda_)
 
-  def estimator(
-    rewards, returns, values, dones, discount_mask, mask=None, terminal=None
-  ):
-    del returns, terminal  # Every done ends the bootstrap, as in Trax.
-    rewards, values, dones, mask, gammas, lambdas = _prepare_lambda(
-      margin, gamma, lambda_, rewards, values, dones, discount_mask, mask
-    )
+  def advantages(rewards, values, dones, mask, gammas, lambdas):
     real = mask > 0
     # A padding row is a bootstrap point: no advantage, no continuation.
     dones = jnp.where(real, dones, 1.0)
@@ -385,10 +374,9 @@ def gae(gamma: float, margin: int, lambda_: float = 0.95) -> Estimator:
       advantage = delta + decay * next_advantage
       return advantage, advantage
 
-    _, advantages = jax.lax.scan(
+    _, result = jax.lax.scan(
       step, jnp.zeros_like(last_delta), (deltas.T, decays.T), reverse=True
     )
-    length = rewards.shape[1]
-    return advantages.T[:, : length - margin]
+    return result.T
 
-  return estimator
+  return _lambda_estimator(gamma, margin, lambda_, advantages)

@@ -144,11 +144,8 @@ class LoopPolicyAgent(program_agent.ProgramAgent):
       loss_fn=self._loss,
       optimizer=self._optimizer,
       distribution=self._policy_dist,
-      example_observation=self._task.example_observation(),
-      n_envs=n_envs,
       n_steps=self.max_rollout_steps(),
-      gamma=self._task.gamma,
-      axis_name=self._axis_name,
+      **self._program_context(n_envs),
       **self._knobs,
       **self._expert(),
     ).program()

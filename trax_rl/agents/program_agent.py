@@ -112,6 +112,15 @@ class ProgramAgent(metaclass=restoring.RestoresOnConstruction):
     """The family's program for rollouts of `n_envs` envs (its knobs)."""
     raise NotImplementedError
 
+  def _program_context(self, n_envs: int) -> dict[str, Any]:
+    """The knobs every family's program takes from the task and the job."""
+    return dict(
+      example_observation=self._task.example_observation(),
+      n_envs=n_envs,
+      gamma=self._task.gamma,
+      axis_name=self._axis_name,
+    )
+
   def act_as_rollout_actor(
     self, slot: int, n_slots: int, epsilon: float
   ) -> None:

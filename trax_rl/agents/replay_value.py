@@ -227,16 +227,13 @@ class ReplayValueAgent(program_agent.ProgramAgent):
       optimizer=self._optimizer,
       table=self._table,
       exploration=self._exploration,
-      example_observation=self._task.example_observation(),
-      n_envs=n_envs,
       n_step=self._n_step,
-      gamma=self._task.gamma,
       batch_size=self._batch_size,
       num_sgd_steps_per_step=self._num_sgd,
       target_update_period=self._target_update_period,
       prioritized=self._prioritized,
       value_eval_steps=self._value_eval_steps,
-      axis_name=self._axis_name,
+      **self._program_context(n_envs),
     ).program()
 
   # Views.
