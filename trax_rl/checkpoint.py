@@ -25,6 +25,8 @@ from etils import epath
 
 FORMAT = 'trax_rl-checkpoint'
 VERSION = 1
+# A run's checkpoint in its output_dir.
+CHECKPOINT_FILE = 'checkpoint.pkl'
 _ND = '__ndarray__'
 _TUPLE = '__tuple__'
 

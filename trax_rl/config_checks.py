@@ -6,10 +6,11 @@ so they see exactly the bindings the run was given and the values its
 calls took.
 """
 
+import contextlib
 import difflib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import gin
 from etils import epath
@@ -19,6 +20,40 @@ from trax_rl import checkpoint
 _LOG = logging.getLogger(__name__)
 
 CONFIG_FILE = 'config.gin'
+
+
+_search_paths: set[str] = set()
+
+
+def add_search_path(path: str) -> None:
+  """Lets gin's includes find files under `path` (e.g. the shipped
+  configs: `include 'atari/common/env.gin'`)."""
+  if path not in _search_paths:
+    gin.add_config_file_search_path(path)
+    _search_paths.add(path)
+
+
+class _DropMessages(logging.Filter):
+  """Drops log records whose message starts with `prefix`."""
+
+  def __init__(self, prefix: str):
+    super().__init__()
+    self._prefix = prefix
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(self._prefix)
+
+
+@contextlib.contextmanager
+def quiet_search_misses() -> Iterator[None]:
+  """Mutes gin's error for each search path an include is not found in
+  (gin logs one even when a later path has the file)."""
+  quiet = _DropMessages('Path not found:')
+  logging.getLogger().addFilter(quiet)
+  try:
+    yield
+  finally:
+    logging.getLogger().removeFilter(quiet)
 
 
 def write_operative_config(output_dir: str) -> None:

@@ -62,29 +62,24 @@ def parse(
         f'config file {f} does not exist and is not a shipped config '
         '(`trax-rl configs` lists them)'
       ) from None
-  _add_search_path()
+  config_checks.add_search_path(str(shipped_configs.directory()))
   gin.clear_config()
-  # gin logs an error for each search path an include is not found in,
-  # even when a later one has it.
-  quiet = _DropMessages('Path not found:')
-  logging.getLogger().addFilter(quiet)
   try:
-    for f in files:
-      text = translated_trax_config(f)
-      if text is None:
-        gin.parse_config_file(f)
-      else:
-        gin.parse_config(text)
-    gin.parse_config(list(bindings))
-    gin.finalize()
+    with config_checks.quiet_search_misses():
+      for f in files:
+        text = translated_trax_config(f)
+        if text is None:
+          gin.parse_config_file(f)
+        else:
+          gin.parse_config(text)
+      gin.parse_config(list(bindings))
+      gin.finalize()
   except SyntaxError as e:
     raise ValueError(
       f'bad gin config: {config_checks.syntax_message(e)}'
     ) from None
   except (ValueError, KeyError, TypeError, NameError) as e:
     raise ValueError(f'bad gin config: {first_line(e)}') from None
-  finally:
-    logging.getLogger().removeFilter(quiet)
   config_checks.check_scopes()
   _check_binding_types()
 
@@ -107,28 +102,6 @@ def _check_binding_types() -> None:
         f'not {"None" if value is None else type(value).__name__}'
         f'{binding_types.hint(value, annotation)}'
       )
-
-
-class _DropMessages(logging.Filter):
-  """Drops log records whose message starts with `prefix`."""
-
-  def __init__(self, prefix: str):
-    super().__init__()
-    self._prefix = prefix
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith(self._prefix)
-
-
-_search_paths: set[str] = set()
-
-
-def _add_search_path() -> None:
-  """Lets `include 'atari/common/env.gin'` find the shipped configs."""
-  path = str(shipped_configs.directory())
-  if path not in _search_paths:
-    gin.add_config_file_search_path(path)
-    _search_paths.add(path)
 
 
 def accepts(name: str, param: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from trax_rl import configurables
 from trax_rl.distributed import ray_collector
-from trax_rl.sources import ray_actors
+from trax_rl.sources import ray_actors, ray_chunks
 
 DQN = """
 RLTask.env = 'CartPole-v1'
@@ -125,12 +125,12 @@ def _learn_from_two_actors(config, check_chunk):
   for _ in range(2):
     for slot, actor in enumerate(actors):
       (chunk, _), _ = actor.play_chunk(0, [view], 16)
-      rollout = source._in_columns(chunk, slot)
+      rollout = ray_chunks.in_columns(chunk, slot, 2)
       assert rollout.valid.sum() == 32  # Only this actor's two envs.
       check_chunk(slot, rollout)
       assert bool(source._can_take(learner, 16))
       learner, _ = source._local.train(
-        learner, jax.tree.map(lambda x: np.asarray(x)[None], rollout)
+        learner, ray_chunks.with_seed_axis(rollout)
       )
   return learner_agent, jax.device_get(learner)
 

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from trax_rl import checkpoint
 from trax_rl.supervised import train_state as train_state_lib
 from trax_rl.supervised import update
 
@@ -30,7 +31,7 @@ def check_policy(policy: str) -> None:
     raise ValueError(f'on_nonfinite must be one of {POLICIES}, got {policy!r}')
 
 
-def report(policy: str, what: str, epoch: int, step: int, kept: str) -> None:
+def report(policy: str, what: str, epoch: int, step: int, saved: int) -> None:
   """Stops (raises) or warns about a non-finite `what`.
 
   Args:
@@ -38,7 +39,7 @@ def report(policy: str, what: str, epoch: int, step: int, kept: str) -> None:
     what: the value, e.g. 'value/loss' or 'observation'.
     epoch: the epoch it turned up in.
     step: the update step it turned up at.
-    kept: what the output holds, e.g. 'checkpoint.pkl keeps epoch 6'.
+    saved: the epoch the checkpoint on disk holds (0: none saved).
 
   Raises:
     NonFiniteError: with policy 'stop'.
@@ -47,9 +48,18 @@ def report(policy: str, what: str, epoch: int, step: int, kept: str) -> None:
   if policy == 'warn':
     _LOG.warning('%s; training on (on_nonfinite=warn)', message)
     return
+  kept = 'no epoch saved'
+  if saved:
+    kept = f'{checkpoint.CHECKPOINT_FILE} keeps epoch {saved}'
   raise NonFiniteError(
     f"{message}; {kept} (on_nonfinite='warn' trains on anyway)"
   )
+
+
+def observation_count(source: Any) -> int:
+  """Non-finite observations the source has seen (0 where it checks none)."""
+  count = getattr(source, 'n_nonfinite', None)
+  return 0 if count is None else count()
 
 
 def _train_states(learner: Any, train_name: str) -> list[tuple[str, Any]]:

@@ -27,7 +27,7 @@ from trax_rl import checkpoint, metrics, tracking, types, validation
 from trax_rl.run import evaluations, nonfinite
 from trax_rl.sources import processes, seed_axis
 
-CHECKPOINT_FILE = 'checkpoint.pkl'
+CHECKPOINT_FILE = checkpoint.CHECKPOINT_FILE
 FORMAT = 'program'  # The checkpoint's 'kind'.
 
 
@@ -195,7 +195,7 @@ class Runner:
       start = time.perf_counter()
       due = -(-self.epoch // eval_every) * eval_every < self.epoch + n
       evals = self.evaluate() if due else [{} for _ in self._seeds]
-      nonfinite_before = _n_nonfinite(self._source)
+      nonfinite_before = nonfinite.observation_count(self._source)
       steps_before = (
         nonfinite.steps_done(self.local_learner())
         if on_nonfinite != 'off'
@@ -247,7 +247,7 @@ class Runner:
     # A non-finite observation comes first: the updates after it are its
     # consequence, and it was collected before them.
     found = None
-    if _n_nonfinite(self._source) > observations_before:
+    if nonfinite.observation_count(self._source) > observations_before:
       found = (self._seeds[0], 'observation', steps_before)
     if found is None:
       found = nonfinite.first_in_learner(
@@ -257,13 +257,9 @@ class Runner:
       return
     seed, what, step = found
     epoch = self.epoch + 1
-    kept = (
-      f'{CHECKPOINT_FILE} keeps epoch {self.epoch}'
-      if self._output_dir is not None and self.epoch
-      else 'no epoch saved'
-    )
+    saved = self.epoch if self._output_dir is not None else 0
     where = f' of seed {seed}' if self._k > 1 else ''
-    nonfinite.report(policy, f'{what}{where}', epoch, step, kept)
+    nonfinite.report(policy, f'{what}{where}', epoch, step, saved)
     # Forgets the recorded non-finite updates: 'warn' reports each once.
     self.set_learner(nonfinite.cleared(self.local_learner(), self._k))
 
@@ -388,11 +384,6 @@ def _set_pipeline(source: Any, depth: int, overlap: bool, n_left: int) -> None:
       f'source (host envs); this run collects with a {type(source).__name__}'
       ': unbind them'
     )
-
-
-def _n_nonfinite(source: Any) -> int:
-  count = getattr(source, 'n_nonfinite', None)
-  return 0 if count is None else count()
 
 
 def _mean(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -247,7 +247,9 @@ class DeviceSource:
       per_seed = []
       for seed in range(self._n_seeds):
         index = (epoch,) if self._n_seeds == 1 else (epoch, seed)
-        per_seed.append({k: _scalar(v[index]) for k, v in records.items()})
+        per_seed.append(
+          {k: seed_axis.scalar(v[index]) for k, v in records.items()}
+        )
       out.append(per_seed)
     return learner, out
 
@@ -304,8 +306,3 @@ class DeviceSource:
 
   def close(self) -> None:
     pass
-
-
-def _scalar(x: Any) -> float | int:
-  x = np.asarray(x)
-  return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)

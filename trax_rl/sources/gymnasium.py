@@ -11,7 +11,6 @@ Collections can run ahead of learning, and beside it in a thread
 """
 
 import functools
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,8 +24,6 @@ from trax_rl.device import rollout as rollout_lib
 from trax_rl.sources import host_envs as hosts
 from trax_rl.sources import pipeline as pipeline_lib
 from trax_rl.sources import processes, seed_axis
-
-_LOG = logging.getLogger(__name__)
 
 
 class GymnasiumSource:
@@ -300,7 +297,9 @@ class GymnasiumSource:
         )
         for name, value in metrics.items():
           value = np.asarray(value)
-          record[name] = _scalar(value if self._n_seeds == 1 else value[s])
+          record[name] = seed_axis.scalar(
+            value if self._n_seeds == 1 else value[s]
+          )
         records.append(record)
       out.append(records)
     return learner, out
@@ -395,8 +394,3 @@ class GymnasiumSource:
     self._envs.close()
     if self._eval_envs is not None:
       self._eval_envs.close()
-
-
-def _scalar(x: Any) -> float | int:
-  x = np.asarray(x)
-  return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)

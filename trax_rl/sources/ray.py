@@ -36,28 +36,10 @@ import jax
 import numpy as np
 
 from trax_rl import compile_options, types
-from trax_rl.device import rollout as rollout_lib
 from trax_rl.sources import gymnasium as gym_source
 from trax_rl.sources import host_envs, ray_actors
 from trax_rl.sources import pipeline as pipeline_lib
-
-
-def update_count(learner: Any) -> int:
-  """Updates the learner made so far: its train states' largest step."""
-  from trax_rl.supervised import train_state  # noqa: PLC0415
-
-  is_state = lambda x: isinstance(x, train_state.TrainState)  # noqa: E731
-  steps = [
-    int(np.max(np.asarray(s.step)))
-    for s in jax.tree.leaves(learner, is_leaf=is_state)
-    if is_state(s)
-  ]
-  return max(steps, default=0)
-
-
-# Learner metrics of a stream epoch added up over its chunks; the others
-# are averaged (losses) or, for counters, the last chunk's.
-_SUMMED = ('n_updates', 'learner_calls', 'new_items')
+from trax_rl.sources import ray_chunks as chunks
 
 
 class RaySource:
@@ -215,13 +197,13 @@ class RaySource:
     def learn(data, learner=learner):
       start = time.perf_counter()
       rollout, _ = data
-      out = self._local.train(learner, _with_seed_axis(rollout))
+      out = self._local.train(learner, chunks.with_seed_axis(rollout))
       return out, time.perf_counter() - start
 
     item, ((learner, metrics), train_s), lag = self._pipeline.epoch(view, learn)
     record = dict(item.data[1], collect_s=item.collect_s, train_s=train_s)
     record['policy_lag'] = lag
-    record.update(_host(metrics))
+    record.update(chunks.host_metrics(metrics))
     return learner, record
 
   def _gather(self, view: tuple[int, Any]) -> tuple[Any, dict[str, Any]]:
@@ -326,7 +308,7 @@ class RaySource:
 
   def _stream_epoch(self, learner: Any):
     s = self._settings
-    n_updates = update_count(self.local(learner))
+    n_updates = chunks.update_count(self.local(learner))
     if self._version < 0 or n_updates - self._version >= s.publish_every:
       self._publish(learner, n_updates)
     per_chunk = s.chunk_length * self._n_envs
@@ -349,13 +331,13 @@ class RaySource:
           self._pool.replace(slot)
           continue
         (rollout, chunk_stats), version = work
-        rollout = self._in_columns(rollout, slot)
-        lags.append(update_count(self.local(learner)) - version)
-        learner, m = self._local.train(learner, _with_seed_axis(rollout))
+        rollout = chunks.in_columns(rollout, slot, self._settings.n_actors)
+        lags.append(chunks.update_count(self.local(learner)) - version)
+        learner, m = self._local.train(learner, chunks.with_seed_axis(rollout))
         metrics.append(m)
         stats.append(chunk_stats)
         steps += int(np.sum(rollout.valid))
-        n_updates = update_count(self.local(learner))
+        n_updates = chunks.update_count(self.local(learner))
         if n_updates - self._version >= s.publish_every:
           self._publish(learner, n_updates)
         if self.on_work_done is not None:
@@ -363,7 +345,7 @@ class RaySource:
     record = self._stats(stats, None)
     self._n_steps_done += steps
     record['n_interactions'] = self._n_steps_done
-    record.update(_combine([_host(m) for m in metrics]))
+    record.update(chunks.combine([chunks.host_metrics(m) for m in metrics]))
     record.update(
       {
         'ray/chunks': float(len(stats)),
@@ -373,17 +355,6 @@ class RaySource:
       }
     )
     return learner, record
-
-  def _in_columns(self, rollout: Any, slot: int) -> Any:
-    """An actor's chunk `[T, n_envs]` in its columns of `[T, A * n_envs]`."""
-    n_actors = self._settings.n_actors
-
-    def place(x):
-      out = np.zeros((x.shape[0], n_actors * x.shape[1], *x.shape[2:]), x.dtype)
-      out[:, slot * x.shape[1] : (slot + 1) * x.shape[1]] = x
-      return out
-
-    return jax.tree.map(place, rollout)
 
   def evaluate(self, learner, temperature, streams, index, n_episodes, steps):
     return self._local.evaluate(
@@ -397,7 +368,7 @@ class RaySource:
       'returns': list(self._returns),
       'n_episodes': self._n_episodes_done,
       'n_interactions': self._n_steps_done,
-      'pipeline': self._pipeline.state_dict(_encode),
+      'pipeline': self._pipeline.state_dict(chunks.encode_units),
     }
 
   def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -407,38 +378,5 @@ class RaySource:
     self._returns.extend(float(r) for r in state['returns'])
     self._n_episodes_done = int(state['n_episodes'])
     self._n_steps_done = int(state['n_interactions'])
-    self._pipeline.load_state_dict(state.get('pipeline'), _decode)
+    self._pipeline.load_state_dict(state.get('pipeline'), chunks.decode_units)
     self._gathered = self._epoch + self._pipeline.n_pending
-
-
-def _encode(data: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
-  """Units waiting in the pipeline, as checkpointable values."""
-  return {'rollout': tuple(data[0]), 'record': data[1]}
-
-
-def _decode(state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-  return rollout_lib.Rollout(*state['rollout']), dict(state['record'])
-
-
-def _with_seed_axis(rollout: Any) -> Any:
-  return jax.tree.map(lambda x: np.asarray(x)[None], rollout)
-
-
-def _host(metrics: Any) -> dict[str, Any]:
-  return {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
-
-
-def _combine(chunks: list[dict[str, Any]]) -> dict[str, Any]:
-  """A stream epoch's learner metrics from its chunks' (see `_SUMMED`)."""
-  if not chunks:
-    return {}
-  out = {}
-  for name in chunks[0]:
-    values = [c[name] for c in chunks]
-    if name.endswith(_SUMMED):
-      out[name] = sum(values)
-    elif isinstance(values[-1], int):
-      out[name] = values[-1]
-    else:
-      out[name] = float(np.nanmean(values))
-  return out

@@ -106,3 +106,9 @@ def constrain(tree: Any, placement: jax.sharding.Sharding | None) -> Any:
   if placement is None:
     return tree
   return jax.lax.with_sharding_constraint(tree, placement)
+
+
+def scalar(x: Any) -> float | int:
+  """One seed's record value as a Python number (int for integer counters)."""
+  x = np.asarray(x)
+  return int(x) if np.issubdtype(x.dtype, np.integer) else float(x)
