@@ -98,7 +98,7 @@ _register(
   expert_iteration.sharpened_network_policy,
 )
 
-# Value agents (Trax's DQN, the Acme learners on a replay Table).
+# Value agents (Trax's DQN, the Acme learners on a replay table).
 _register(
   value_agents.DQN,
   value_agents.trax_exploration_rate,

@@ -116,24 +116,6 @@ def clip_to_space(action: np.ndarray, space: gym.Space) -> np.ndarray:
   return action
 
 
-def key_for_step(key: types.PRNGKey, step: jax.Array) -> jax.Array:
-  """The acting key of one policy call: `key` folded with the call index."""
-  return jax.random.fold_in(key, step)
-
-
-def acting_copy(params: Any) -> Any:
-  """`params` for acting from the host: on the CPU, once per collection.
-
-  With an accelerator as the default device, a policy step there would
-  wait on a round trip per env step; a CPU copy, refreshed whenever a
-  policy is built (once per epoch), keeps acting on the host. On CPU the
-  params are returned as they are.
-  """
-  if jax.default_backend() == 'cpu':
-    return params
-  return jax.device_put(params, jax.local_devices(backend='cpu')[0])
-
-
 def host_policy(
   program: Any, learner: Any, key: types.PRNGKey, temperature: float
 ) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]:

@@ -62,17 +62,6 @@ def read_all(directory: str | os.PathLike) -> list[trajectory_lib.Trajectory]:
   return result
 
 
-def remove_all_but(directory: str | os.PathLike, epochs: list[int]) -> None:
-  """Deletes the trajectory files of epochs not in `epochs`."""
-  folder = epath.Path(directory) / DIRECTORY
-  if not folder.exists():
-    return
-  keep = {path(directory, e).name for e in epochs}
-  for f in folder.glob('epoch_*.pkl'):
-    if f.name not in keep:
-      f.unlink()
-
-
 def as_rollout(trajectories: list[trajectory_lib.Trajectory], info: Any):
   """Stored trajectories as one `Rollout` `[T, M, ...]`, one per column.
 

@@ -60,7 +60,7 @@ def _host_trajectories(steps):
   return trajs
 
 
-def test_single_step_batches_equal_the_host_trajectories():
+def test_rewards_to_go_equal_the_host_trajectories():
   env = jax_envs.make_jax_env('gymnax:CartPole-v1')
   carry = rollout.init_carry(env, jax.random.PRNGKey(1), 3)
 
@@ -69,20 +69,18 @@ def test_single_step_batches_equal_the_host_trajectories():
     return jax.random.bernoulli(key, 0.5, obs.shape[:1]).astype(jnp.int32), {}
 
   _, steps = rollout.rollout(env, policy, None, carry, 50, max_steps=30)
-  data = batches.single_steps(steps, 0.9)
-  probs = batches.uniform_trajectory_probabilities(
-    batches.trajectory_ends(steps)
-  )
+  # A trajectory ends at an episode's end and at the rollout's.
+  ends = (steps.terminated | steps.truncated).at[-1].set(True)
+  returns = batches.env_major(batches.rewards_to_go(steps.reward, ends, 0.9))
   trajs = _host_trajectories(steps)
   host = [t.to_np(margin=0, gamma=0.9) for t in trajs]
   np.testing.assert_allclose(
-    data.return_[:, 0], np.concatenate([h.return_ for h in host]), rtol=1e-5
+    returns, np.concatenate([h.return_ for h in host]), rtol=1e-5
   )
   np.testing.assert_array_equal(
-    data.done[:, 0], np.concatenate([h.done for h in host])
+    batches.env_major(steps.terminated),
+    np.concatenate([h.done for h in host]),
   )
-  want = np.concatenate([np.full(t.n_steps, 1 / t.n_steps) for t in trajs])
-  np.testing.assert_allclose(probs, want / len(trajs), rtol=1e-5)
   assert len(trajs) > 3  # Episode ends inside the rollout are exercised.
 
 

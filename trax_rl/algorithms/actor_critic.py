@@ -91,7 +91,7 @@ def valid_minibatches(
   Pass p is a random order of the steps where `mask` (valid first, so its
   first `n_valid` entries are a permutation of the valid steps); the
   indices are passes 0, 1, ... end to end, so every valid step comes once
-  per pass, as the host's `data.minibatch_indices`. At most `max_passes`
+  per pass. At most `max_passes`
   distinct orders are drawn; more passes reuse them in turn.
   """
   n = mask.shape[0]

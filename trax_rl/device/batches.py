@@ -1,28 +1,17 @@
-"""A device rollout as the batches the gymnasium path would build (jnp).
+"""Pure jnp helpers that turn `[T, N]` rollouts into training batches.
 
-The host path cuts the rollout of each env into trajectories at episode
-ends and at the epoch's end, and batches them (`batching`). These pure
-functions do the same on the device, in env-major order (all steps of env
-0, then env 1, ...), so the agents' losses see the same data.
+Env-major order (all steps of env 0, then env 1, ...), rewards-to-go
+within trajectories, and shuffled passes over a batch's steps.
 """
 
 import jax
 import jax.numpy as jnp
-
-from trax_rl import trajectory
-from trax_rl.device import rollout
 
 
 def env_major(x: jax.Array) -> jax.Array:
   """`[T, N, ...]` -> `[N * T, ...]`, the steps of each env contiguous."""
   x = jnp.swapaxes(x, 0, 1)
   return x.reshape((-1,) + x.shape[2:])
-
-
-def trajectory_ends(steps: rollout.Rollout) -> jax.Array:
-  """`[T, N]` bool: a trajectory ends at t (episode end or last step)."""
-  ends = steps.terminated | steps.truncated
-  return ends.at[-1].set(True)
 
 
 def rewards_to_go(
@@ -45,46 +34,6 @@ def rewards_to_go(
     reverse=True,
   )
   return out
-
-
-def uniform_trajectory_probabilities(ends: jax.Array) -> jax.Array:
-  """`[N * T]` probability of each step when a trajectory is drawn uniformly
-  and then one of its steps uniformly (RLTask's uniform trajectory sampling
-  with slices of length 1)."""
-  flat = env_major(ends).astype(jnp.int32)
-  segment = jnp.cumsum(flat) - flat  # Trajectory index of each step.
-  n = flat.shape[0]
-  lengths = jax.ops.segment_sum(jnp.ones(n), segment, num_segments=n)
-  return 1.0 / (jnp.sum(flat) * lengths[segment])
-
-
-def single_steps(
-  steps: rollout.Rollout, gamma: float
-) -> trajectory.TimeStepBatch:
-  """Every step as a slice of length 1, `[N * T, 1, ...]`.
-
-  Fields as `Trajectory.to_np(margin=0, gamma)` gives them: `done` marks a
-  termination, `return_` is the reward-to-go within the trajectory.
-  """
-  returns = rewards_to_go(steps.reward, trajectory_ends(steps), gamma)
-
-  def one(x):
-    flat = env_major(x)
-    return flat.reshape((flat.shape[0], 1) + flat.shape[1:])
-
-  ones = one(jnp.ones_like(steps.reward))
-  dist_inputs = steps.agent_info.get('dist_inputs')
-  return trajectory.TimeStepBatch(
-    observation=one(steps.observation),
-    action=one(steps.action),
-    reward=one(steps.reward),
-    done=one(steps.terminated),
-    mask=ones,
-    dist_inputs=None if dist_inputs is None else one(dist_inputs),
-    env_info=trajectory.EnvInfo(control_mask=ones, discount_mask=ones),
-    return_=one(returns),
-    agent_info={k: one(v) for k, v in steps.agent_info.items()},
-  )
 
 
 def permutations(key: jax.Array, count: int, n: int) -> jax.Array:
@@ -119,11 +68,8 @@ def permutations(key: jax.Array, count: int, n: int) -> jax.Array:
 def minibatch_indices(
   key: jax.Array, n_valid: int, n_steps: int, batch_size: int
 ) -> jax.Array:
-  """`[n_steps, batch_size]` indices: passes over shuffled 0..n_valid-1.
-
-  The device twin of the actor-critics' host `minibatch_indices` (same
-  passes, drawn with a JAX key).
-  """
+  """`[n_steps, batch_size]` indices: passes over shuffled 0..n_valid-1
+  (every index once per pass), drawn with a JAX key."""
   needed = n_steps * batch_size
   n_passes = -(-needed // n_valid)
   passes = permutations(key, n_passes, n_valid)

@@ -125,8 +125,3 @@ def _env_int(name: str) -> int | None:
     return int(value)
   except ValueError:
     raise ValueError(f'${name} must be an integer, got {value!r}') from None
-
-
-def is_chief() -> bool:
-  """Whether this process publishes parameters and writes checkpoints."""
-  return jax.process_index() == 0

@@ -23,7 +23,7 @@ Conventions shared by the losses of this module:
   shared building blocks in `q_parts`.
 - Only the prioritized losses weight examples by `importance_weights`
   (Acme's DQN form, `(1 / p)**beta` normalized by its maximum) and
-  return `LossExtra.priorities` ([B], for `Table.mutate_priorities`). The
+  return `LossExtra.priorities` ([B], for `DeviceTable.mutate_priorities`). The
   others return priorities=None, so a learner never writes priorities that
   its loss does not correct for.
 - Metrics are scalars: 'loss', 'abs_td' (mean |TD error| of expected

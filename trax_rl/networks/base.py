@@ -105,8 +105,3 @@ class RecurrentNetwork:
   apply: Callable[..., Any]
   unroll: Callable[..., Any]
   initial_state: Callable[[int], Any]
-
-
-def count_params(params: types.Params) -> int:
-  """Number of scalars in a parameter pytree."""
-  return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))

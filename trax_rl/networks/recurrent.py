@@ -7,14 +7,14 @@ acting is the same computation as an unroll of length 1.
 `make_recurrent_network` wraps it as a `base.RecurrentNetwork` of pure
 functions.
 
-The core state is an `LSTMState(hidden, cell)` of `[B, H]` arrays. The actor
-records it per step in the trajectory's agent info (`state_to_info`), and the
-sequence adder turns that back into a state (`state_from_info`).
+The core state is an `LSTMState(hidden, cell)` of `[B, H]` arrays; the
+program keeps it per env between acting steps and stores it with each
+sequence (R2D2's stored state).
 """
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -23,8 +23,6 @@ import numpy as np
 
 from trax_rl import types
 from trax_rl.networks import base, models
-
-INFO_PREFIX = 'core_'  # Agent-info keys holding the core state.
 
 
 class LSTMState(NamedTuple):
@@ -44,19 +42,6 @@ def reset_where(first: types.Array, state: LSTMState) -> LSTMState:
   """Zeroes the state of the rows where `first[B]` (an episode starts)."""
   keep = 1.0 - jnp.asarray(first, jnp.float32)[:, None]
   return jax.tree.map(lambda x: x * keep, state)
-
-
-def state_to_info(state: LSTMState) -> dict[str, np.ndarray]:
-  """The state as agent-info entries `{'core_hidden': [N, H], ...}`."""
-  return {
-    INFO_PREFIX + name: np.asarray(value)
-    for name, value in state._asdict().items()
-  }
-
-
-def state_from_info(info: dict[str, Any]) -> LSTMState:
-  """Inverts `state_to_info` (for one step or a batch of them)."""
-  return LSTMState(*(info[INFO_PREFIX + name] for name in LSTMState._fields))
 
 
 class _LSTMStep(nn.Module):

@@ -1,10 +1,10 @@
-"""A replay table on the accelerator with `table.Table`'s semantics.
+"""The replay table: Reverb's table semantics as pure jnp functions.
 
-`DeviceTable` is the jittable twin of the numpy `table.Table`, for epochs
-that run as one compiled call: it holds only the configuration and pure
-functions `(state, ...) -> state`; the contents live in a `DeviceReplay`
-pytree of arrays, so they are vmapped over seeds and checkpointed as
-numpy leaves like any train state. The semantics are the Table's:
+`DeviceTable` serves every source (one replay for the gymnasium, device
+and Ray paths): it holds only the configuration and pure functions
+`(state, ...) -> state`; the contents live in a `DeviceReplay` pytree of
+arrays, so they are vmapped over seeds and checkpointed as numpy leaves
+like any train state. The semantics are Reverb's:
 
 - every inserted item gets a unique, increasing integer key; item `key`
   lives in slot `key % max_size` (FIFO: a ring buffer);
@@ -28,8 +28,7 @@ keys (so a priority for an evicted item would land on its successor),
 limit priority_exponent to [0, 1], sample stratified rather than i.i.d.,
 and have no samples-per-insert limiter. So the ring, keys, masked inserts,
 i.i.d. draws and the limiter are ours (small), the tree is flashbax's.
-The tree is float32, so probabilities match the numpy Table's float64 ones
-to float32 precision.
+The tree is float32: probabilities hold to float32 precision.
 """
 
 from typing import Any, NamedTuple
@@ -73,15 +72,14 @@ class DeviceTable:
     samples_per_insert: float | None = None,
     error_buffer: float | tuple[float, float] | None = None,
   ):
-    """Configures the table; arguments as `table.Table`'s (no seed: the
-    caller passes keys to `sample`).
+    """Configures the table (no seed: the caller passes keys to `sample`).
 
     Args:
       max_size: capacity, >= 1, < 2**31.
       sampler: `Uniform()` (also for None) or `Prioritized(exponent)`.
       min_size_to_sample: sampling is blocked below this many items.
       samples_per_insert: None (MinSize) or the SampleToInsertRatio.
-      error_buffer: the ratio's allowed deviation, as `table.Table`.
+      error_buffer: the ratio's allowed deviation (`rate_limiter.make`).
 
     Raises:
       ValueError: naming the invalid argument.
@@ -169,7 +167,7 @@ class DeviceTable:
     priorities: Any = 1.0,
     valid: jax.Array | None = None,
   ) -> tuple[DeviceReplay, jax.Array]:
-    """Inserts the valid rows of `items`, in order, as `Table.insert_batch`.
+    """Inserts the valid rows of `items`, in order (a batch insert).
 
     Args:
       state: the table.

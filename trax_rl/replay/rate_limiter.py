@@ -1,22 +1,13 @@
-"""Reverb's rate limiters (`MinSize`, `SampleToInsertRatio`) as pure checks.
+"""Reverb's rate limiters (`MinSize`, `SampleToInsertRatio`): their bounds.
 
-A `RateLimiter` holds only its configuration; the table passes in its
-`Counts` (size, inserts and samples so far). Nothing runs concurrently, so
-where Reverb would block, `can_insert` / `can_sample` return False and the
-`*_blocked_message`s say why, for the table's `RateLimitedError`.
+A `RateLimiter` holds only its configuration, validated by `make`; the
+replay table (`device_table.DeviceTable`) checks its counters against it
+as traced booleans, and where Reverb would block, its callers wait.
 """
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
-
-
-class Counts(NamedTuple):
-  """A table's counters, as the limiter reads them."""
-
-  size: int  # items in the table
-  inserts: int  # items inserted since creation
-  samples: int  # items sampled since creation
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,38 +32,6 @@ class RateLimiter:
   min_diff: float
   max_diff: float
 
-  def error_after(self, counts: Counts, inserts: int, samples: int) -> float:
-    """The error once `inserts` more inserts and `samples` more samples."""
-    return (counts.inserts + inserts) * self.spi - counts.samples - samples
-
-  def can_insert(self, n: int, counts: Counts) -> bool:
-    """Whether inserting n items (all at once) is allowed."""
-    if counts.size + n <= self.min_size_to_sample:
-      return True
-    return self.error_after(counts, n, 0) <= self.max_diff
-
-  def can_sample(self, n: int, counts: Counts) -> bool:
-    """Whether sampling n items is allowed."""
-    if counts.size < self.min_size_to_sample:
-      return False
-    return self.error_after(counts, 0, n) >= self.min_diff
-
-  def calls_allowed(self, n: int, counts: Counts) -> int:
-    """How many samples of n items in a row (no insert between) pass.
-
-    Exactly the number of times `can_sample(n)` holds while each sample
-    adds n to the counts.
-
-    Raises:
-      ValueError: the limiter never blocks sampling (MinSize).
-    """
-    if math.isinf(self.min_diff):
-      raise ValueError('a MinSize limiter allows endless sampling')
-    k = 0
-    while self.can_sample(n, counts._replace(samples=counts.samples + k * n)):
-      k += 1
-    return k
-
   def config(self) -> dict[str, Any]:
     """The configuration as plain values (for state_dicts)."""
     return {
@@ -82,38 +41,13 @@ class RateLimiter:
       'max_diff': self.max_diff,
     }
 
-  def insert_blocked_message(self, n: int, counts: Counts) -> str:
-    """Why inserting n items is blocked (when `can_insert` is False)."""
-    return (
-      f'insert of {n} item(s) blocked by samples_per_insert='
-      f'{self.samples_per_insert}: ({counts.inserts} + {n}) inserts * '
-      f'{self.spi} - {counts.samples} samples = '
-      f'{self.error_after(counts, n, 0)}'
-      f' > max_diff={self.max_diff}; sample more first.'
-    )
-
-  def sample_blocked_message(self, n: int, counts: Counts) -> str:
-    """Why sampling n items is blocked (when `can_sample` is False)."""
-    if counts.size < self.min_size_to_sample:
-      return (
-        f'sample({n}) blocked by min_size_to_sample='
-        f'{self.min_size_to_sample}: the table holds {counts.size} items; '
-        f'insert more first.'
-      )
-    return (
-      f'sample({n}) blocked by samples_per_insert={self.samples_per_insert}:'
-      f' {counts.inserts} inserts * {self.spi} - {counts.samples} '
-      f'samples - {n} = {self.error_after(counts, 0, n)} '
-      f'< min_diff={self.min_diff}; insert more first.'
-    )
-
 
 def make(
   min_size_to_sample: int,
   samples_per_insert: float | None = None,
   error_buffer: float | tuple[float, float] | None = None,
 ) -> RateLimiter:
-  """Builds the limiter of a table (see `Table` for the arguments).
+  """Builds the limiter of a table (see `DeviceTable` for the arguments).
 
   Args:
     min_size_to_sample: sampling is blocked while the table holds fewer

@@ -1,15 +1,13 @@
 """How a replay table picks its items: `Uniform` or `Prioritized` (Reverb's).
 
-A `table.Table` takes `Uniform()` or `Prioritized(exponent)`; this module
-also gives their plain-value config for state_dicts, checks priorities and turns them into sampling
-weights.
+The replay table (`device_table.DeviceTable`) takes `Uniform()` or
+`Prioritized(exponent)`; this module also checks a table's configuration
+and gives the sampler's plain-value config for state_dicts.
 """
 
 import dataclasses
 import math
 from typing import Any
-
-import numpy as np
 
 from trax_rl import validation
 
@@ -84,49 +82,3 @@ def config(sampler: Sampler) -> dict[str, Any]:
       'priority_exponent': float(sampler.priority_exponent),
     }
   return {'name': 'uniform'}
-
-
-def check_priorities(priorities: Any, n: int) -> np.ndarray:
-  """Priorities as [n] float64, each finite and >= 0.
-
-  Args:
-    priorities: [n] or a scalar (given to all n items).
-    n: the number of items.
-
-  Returns:
-    [n] float64 priorities.
-
-  Raises:
-    ValueError: on a shape other than [n], or a negative, NaN or infinite
-      priority.
-  """
-  priorities = np.asarray(priorities, np.float64)
-  if priorities.ndim == 0:
-    priorities = np.full(n, priorities)
-  if priorities.shape != (n,):
-    raise ValueError(f'Expected {n} priorities, got shape {priorities.shape}.')
-  if not np.all(np.isfinite(priorities) & (priorities >= 0)):
-    raise ValueError(
-      f'Priorities must be finite and >= 0, got {priorities[:8]}...'
-    )
-  return priorities
-
-
-def priority_weights(priorities: np.ndarray, exponent: float) -> np.ndarray:
-  """Sampling weights priority**exponent, with Reverb's 0**0 = 0.
-
-  Args:
-    priorities: [K] float64 priorities, finite and >= 0.
-    exponent: the Prioritized sampler's priority_exponent.
-
-  Returns:
-    [K] weights; a zero priority has weight 0, so it is never drawn.
-
-  Raises:
-    ValueError: if a weight overflows float64.
-  """
-  with np.errstate(over='ignore'):
-    weights = np.where(priorities == 0, 0.0, priorities**exponent)
-  if not np.all(np.isfinite(weights)):
-    raise ValueError('priority**priority_exponent overflows float64.')
-  return weights
