@@ -11,58 +11,53 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_seed_sweep_runs_a_value_config():
+def _json_lines(script: str, *args: str) -> list[dict]:
+  """Runs benchmarks/`script` with `args`; its JSON lines (it must pass)."""
   proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'benchmarks' / 'value_cartpole.py'),
-      '--config',
-      str(ROOT / 'gin' / 'acme_dqn_cartpole.gin'),
-      '--seeds',
-      '0',
-      '--steps',
-      '2000',
-      '--eval_every',
-      '1000',  # The config's epoch.
-      '--eval_episodes',
-      '1',
-    ],
+    [sys.executable, str(ROOT / 'benchmarks' / script), *args],
     capture_output=True,
     text=True,
     timeout=600,
     check=False,
   )
   assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+  return [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
+
+
+def test_seed_sweep_runs_a_value_config():
+  lines = _json_lines(
+    'value_cartpole.py',
+    '--config',
+    str(ROOT / 'gin' / 'acme_dqn_cartpole.gin'),
+    '--seeds',
+    '0',
+    '--steps',
+    '2000',
+    '--eval_every',
+    '1000',  # The config's epoch.
+    '--eval_episodes',
+    '1',
+  )
   run, summary = lines[0], lines[-1]
   assert run['env_steps'] == 2000 and len(run['curve']) == 2
   assert summary['seeds'] == [0]
 
 
 def test_seed_claims_runs_a_seed_batch_and_its_table():
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'benchmarks' / 'seed_claims.py'),
-      '--config',
-      'gymnax/ppo_cartpole_fast',
-      '--seeds',
-      '3',
-      '4',
-      '--steps',
-      '1024',
-      '--eval_episodes',
-      '2',
-      '--target',
-      '500',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  lines = _json_lines(
+    'seed_claims.py',
+    '--config',
+    'gymnax/ppo_cartpole_fast',
+    '--seeds',
+    '3',
+    '4',
+    '--steps',
+    '1024',
+    '--eval_episodes',
+    '2',
+    '--target',
+    '500',
   )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
   assert [x['seed'] for x in lines[:2]] == [3, 4]
   summary = lines[-1]
   assert summary['seeds'] == [3, 4] and summary['n_seeds'] == 2
@@ -78,31 +73,22 @@ def test_seed_claims_runs_a_seed_batch_and_its_table():
 
 
 def test_continuous_runs_sac_and_td3_without_the_peer():
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'benchmarks' / 'continuous.py'),
-      '--config',
-      str(ROOT / 'gin' / 'sac_pendulum.gin'),
-      '--binding',
-      'SAC.layer_widths = (8,)',
-      '--seeds',
-      '0',
-      '--steps',
-      '400',
-      '--eval_every',
-      '200',
-      '--eval_episodes',
-      '1',
-      '--no_peer',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  lines = _json_lines(
+    'continuous.py',
+    '--config',
+    str(ROOT / 'gin' / 'sac_pendulum.gin'),
+    '--binding',
+    'SAC.layer_widths = (8,)',
+    '--seeds',
+    '0',
+    '--steps',
+    '400',
+    '--eval_every',
+    '200',
+    '--eval_episodes',
+    '1',
+    '--no_peer',
   )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
   run, summary = lines
   assert run['agent'] == 'SAC' and run['env_steps'] == 400
   assert summary['seeds'] == [0] and len(run['curve']) == 2
@@ -110,28 +96,19 @@ def test_continuous_runs_sac_and_td3_without_the_peer():
 
 def test_envpool_speed_runs_tiny():
   pytest.importorskip('envpool')  # The [envpool] extra; [test] has it.
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'benchmarks' / 'envpool_speed.py'),
-      '--n_envs',
-      '2',
-      '--steps',
-      '50',
-      '--pong_steps',
-      '10',
-      '--train_steps',
-      '64',
-      '--learn_from',
-      '0',  # The learner's compile would dominate.
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  lines = _json_lines(
+    'envpool_speed.py',
+    '--n_envs',
+    '2',
+    '--steps',
+    '50',
+    '--pong_steps',
+    '10',
+    '--train_steps',
+    '64',
+    '--learn_from',
+    '0',  # The learner's compile would dominate.
   )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
   assert len(lines) == 6 + 2 + 1
   assert 'CartPole-v1 envpool/sync' in lines[-1]['summary']
   trained = [x for x in lines if x.get('bench') == 'train_dqn']
@@ -139,26 +116,17 @@ def test_envpool_speed_runs_tiny():
 
 
 def test_overlap_runs_tiny_and_its_records_agree():
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / 'benchmarks' / 'overlap.py'),
-      '--config',
-      str(ROOT / 'gin' / 'ppo_cartpole.gin'),
-      '--steps',
-      '1024',
-      '--warmup',
-      '1',
-      '--random_s',
-      '0.1',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    check=False,
+  lines = _json_lines(
+    'overlap.py',
+    '--config',
+    str(ROOT / 'gin' / 'ppo_cartpole.gin'),
+    '--steps',
+    '1024',
+    '--warmup',
+    '1',
+    '--random_s',
+    '0.1',
   )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith('{')]
   modes = [x['mode'] for x in lines if 'mode' in x]
   assert modes == ['plain', 'sequential', 'overlap']
   assert all(x['epochs'] == 4 and x['counted_epochs'] == 3 for x in lines[:3])
