@@ -332,7 +332,7 @@ class RaySource:
           continue
         (rollout, chunk_stats), version = work
         rollout = chunks.in_columns(rollout, slot, self._settings.n_actors)
-        lags.append(chunks.update_count(self.local(learner)) - version)
+        lags.append(n_updates - version)  # The learner's count before it.
         learner, m = self._local.train(learner, chunks.with_seed_axis(rollout))
         metrics.append(m)
         stats.append(chunk_stats)
