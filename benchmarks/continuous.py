@@ -16,7 +16,6 @@ config's mean training wall per seed over SBX's.
 
 import argparse
 import json
-import subprocess
 
 import peers
 import seed_sweep
@@ -85,18 +84,17 @@ def main() -> None:
 
 def sbx_seed(args: argparse.Namespace, seed: int) -> dict:
   """SBX SAC on one seed: its runner's record of that run."""
-  command = [
-    args.peer_python,
-    f'{args.peer_bench}/sbx_sac.py',
+  result = peers.run(
+    args,
+    'sbx_sac.py',
     '--seeds',
-    str(seed),
+    seed,
     '--steps',
-    str(args.steps),
+    args.steps,
     '--eval-episodes',
-    str(args.eval_episodes),
-  ]
-  out = subprocess.run(command, capture_output=True, text=True, check=True)
-  (run,) = json.loads(out.stdout.strip().splitlines()[-1])['runs']
+    args.eval_episodes,
+  )
+  (run,) = result['runs']
   return dict(run, system='sbx_sac')
 
 

@@ -33,7 +33,6 @@ wall) measured in this run.
 import argparse
 import json
 import os
-import subprocess
 import time
 
 import jax
@@ -178,15 +177,15 @@ def run_vmapped(config: str, args) -> list[dict]:
 def cleanrl(seed: int, args) -> dict:
   """CleanRL dqn_jax.py through the shared runner; its JSON line."""
   start = time.perf_counter()
-  out = subprocess.run(
-    [args.peer_python, os.path.join(args.peer_bench, 'cleanrl_dqn_jax.py')]
-    + ['--seeds', str(seed), '--steps', str(args.steps)],
-    capture_output=True,
-    text=True,
-    check=True,
-    env=peers.peer_env(args, 'CLEANRL_GIT_DIR'),
-  ).stdout
-  record = json.loads(out.strip().splitlines()[-1])
+  record = peers.run(
+    args,
+    'cleanrl_dqn_jax.py',
+    '--seeds',
+    seed,
+    '--steps',
+    args.steps,
+    git_var='CLEANRL_GIT_DIR',
+  )
   record['runner_wall_s'] = round(time.perf_counter() - start, 2)
   return {'config': 'cleanrl/dqn_jax.py', 'seed': seed, 'result': record}
 

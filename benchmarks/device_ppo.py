@@ -190,25 +190,17 @@ def split(config, repeats, k=50):
   }
 
 
-def _run_peer(*args):
-  """Runs the peer's Python (its own venv) on args; its last JSON line."""
-  env = peers.peer_env(_PEER_ARGS, _GIT_VAR)
-  out = subprocess.run(
-    [_PEER_ARGS.peer_python, *args],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=1200,
-  )
-  if out.returncode:
-    return {'error': out.stderr[-500:]}
-  return json.loads(out.stdout.strip().splitlines()[-1])
+def _run_peer(script, *args):
+  """The peer's runner in its own venv: its last JSON line, or the error."""
+  try:
+    return peers.run(_PEER_ARGS, script, *args, git_var=_GIT_VAR, timeout=1200)
+  except (RuntimeError, subprocess.TimeoutExpired) as e:
+    return {'error': str(e)}
 
 
 def peer(timesteps=5e5):
   """PureJaxRL's runner (outside the project) in its own venv."""
-  script = os.path.join(_PEER_ARGS.peer_bench, 'purejaxrl_ppo.py')
-  return _run_peer(script, '--timesteps', str(timesteps))
+  return _run_peer('purejaxrl_ppo.py', '--timesteps', timesteps)
 
 
 # PureJaxRL's train function vmapped over seeds, run in the peer's venv on

@@ -21,8 +21,6 @@ task a summary with each system's mean wall per seed, seeds at the target
 
 import argparse
 import json
-import os
-import subprocess
 
 import numpy as np
 import peers
@@ -55,24 +53,18 @@ EVAL_EPISODES = 20
 def peer_seed(args, name: str, seed: int, steps: int) -> dict:
   """One peer run: its runner's record (wall: training, or CleanRL's
   whole process)."""
-  command = [
-    args.peer_python,
-    os.path.join(args.peer_bench, f'{name}.py'),
+  result = peers.run(
+    args,
+    f'{name}.py',
     '--seeds',
-    str(seed),
+    seed,
     '--steps',
-    str(steps),
+    steps,
     '--eval-episodes',
-    str(EVAL_EPISODES),
-  ]
-  out = subprocess.run(
-    command,
-    capture_output=True,
-    text=True,
-    check=True,
-    env=peers.peer_env(args, 'CLEANRL_GIT_DIR'),
+    EVAL_EPISODES,
+    git_var='CLEANRL_GIT_DIR',
   )
-  (run,) = json.loads(out.stdout.strip().splitlines()[-1])['runs']
+  (run,) = result['runs']
   wall = run.get('train_wall_s', run.get('process_wall_s'))
   return {
     'system': name,

@@ -14,12 +14,15 @@ folder relative to this repository:
   PUREJAXRL_GIT_DIR     bare git copy of luchris429/purejaxrl  (no default)
 
 (`..` is the repository's parent folder.) The runners read PEERS and the
-git folders from the environment, which `peer_env` passes on.
+git folders from the environment, which `peer_env` passes on; `run`
+runs one runner there and returns its last JSON line.
 """
 
 import argparse
+import json
 import os
 import pathlib
+import subprocess
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -65,19 +68,50 @@ def add_flags(p: argparse.ArgumentParser, git_var: str) -> None:
   )
 
 
-def peer_env(args: argparse.Namespace, git_var: str) -> dict[str, str]:
-  """The environment of a peer runner; exits with a line if a path is off."""
-  for what, path in (
+def peer_env(args: argparse.Namespace, git_var: str | None) -> dict[str, str]:
+  """The environment of a peer runner; exits with a line if a path is off.
+
+  git_var: the variable naming the peer's git copy, or None for runners
+  that install their peer from PyPI (SBX).
+  """
+  paths = [
     ('--peer_python', args.peer_python),
     ('--peer_bench', args.peer_bench),
-    (f'--git_dir (${git_var})', args.git_dir),
-  ):
+  ]
+  if git_var:
+    paths.append((f'--git_dir (${git_var})', args.git_dir))
+  for what, path in paths:
     if not path or not os.path.exists(path):
       raise SystemExit(
         f'peers: {what} {path!r} does not exist; see benchmarks/peers.py '
         'and ../shared/bench/README.md for the set-up'
       )
-  env = dict(os.environ, PEERS=args.peers)
-  env[git_var] = args.git_dir
+  env = dict(os.environ, PEERS=getattr(args, 'peers', None) or scratch())
+  if git_var:
+    env[git_var] = args.git_dir
   env.pop('PYTHONPATH', None)  # The peers' venv, not ours.
   return env
+
+
+def run(
+  args: argparse.Namespace,
+  script: str,
+  *argv,
+  git_var: str | None = None,
+  timeout: float | None = None,
+) -> dict:
+  """Runs a peer runner (a file of --peer_bench, or '-c' and code) in the
+  peers' Python; returns the last JSON line it printed. A failed run
+  raises with the end of its stderr."""
+  if script != '-c':
+    script = os.path.join(args.peer_bench, script)
+  out = subprocess.run(
+    [args.peer_python, script, *map(str, argv)],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=peer_env(args, git_var),
+  )
+  if out.returncode:
+    raise RuntimeError(f'peer {script} failed: {out.stderr[-500:]}')
+  return json.loads(out.stdout.strip().splitlines()[-1])

@@ -133,3 +133,31 @@ def test_overlap_runs_tiny_and_its_records_agree():
   summary = lines[-1]
   assert summary['records_agree'] is True
   assert summary['overlap_vs_max_alone'] > 0 and summary['acting_vs_random'] > 0
+
+
+def test_peers_run_returns_the_last_json_line_and_names_failures(
+  tmp_path, monkeypatch
+):
+  """benchmarks/peers.run: the one way every benchmark launches a peer."""
+  monkeypatch.syspath_prepend(str(ROOT / 'benchmarks'))
+  import peers
+
+  (tmp_path / 'ok.py').write_text(
+    'import json, os, sys\n'
+    "print('log line')\n"
+    "print(json.dumps({'argv': sys.argv[1:], 'git': os.environ['G']}))\n"
+  )
+  (tmp_path / 'bad.py').write_text("raise SystemExit('no such game')\n")
+  args = peers.argparse.Namespace(
+    peer_python=sys.executable,
+    peer_bench=str(tmp_path),
+    peers=str(tmp_path),
+    git_dir=str(tmp_path),
+  )
+  record = peers.run(args, 'ok.py', '--seeds', 3, git_var='G')
+  assert record == {'argv': ['--seeds', '3'], 'git': str(tmp_path)}
+  with pytest.raises(RuntimeError, match='bad.py failed: no such game'):
+    peers.run(args, 'bad.py')
+  args.git_dir = str(tmp_path / 'missing')
+  with pytest.raises(SystemExit, match=r'--git_dir \(\$G\)'):
+    peers.run(args, 'ok.py', git_var='G')
