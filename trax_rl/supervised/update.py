@@ -30,8 +30,9 @@ class Health(NamedTuple):
   """The first update that produced a non-finite value, if any.
 
   Carried in `TrainState.health` through the update, so the check costs one
-  scalar test inside the compiled step and no host sync; the host reads it
-  when it chooses (once per epoch), with `read_health`.
+  scalar test inside the compiled step and no host sync; the runner reads it
+  once per epoch (`run/nonfinite.first_in_learner`), where it also checks
+  the parameters.
   """
 
   step: jax.Array  # int32 scalar: the 1-based update number, 0 if none.
@@ -47,24 +48,6 @@ def describe(health: Health) -> tuple[int, str] | None:
   """(update step, what) of a host copy of `health`; None if all finite."""
   what = int(health.what)
   return None if what == 0 else (int(health.step), NONFINITE_NAMES[what - 1])
-
-
-@jax.jit
-def read_health(health: Health, params: Any, step: jax.Array) -> Health:
-  """`health`, or else the parameters' state at `step`, in one reduction.
-
-  Checking every parameter in every update would cost a full pass over
-  them per step (several percent of a small network's update on CPU);
-  once per read it costs nothing measurable.
-  """
-  leaves = [
-    jnp.ravel(x)
-    for x in jax.tree.leaves(params)
-    if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-  ]
-  finite = jnp.isfinite(jnp.concatenate(leaves)).all() if leaves else True
-  code = jnp.where(finite, 0, 1 + NONFINITE_NAMES.index('parameters'))
-  return _record(health, jnp.asarray(step, jnp.int32), code)
 
 
 def _record(health: Health, step: jax.Array, code: jax.Array) -> Health:
@@ -87,7 +70,7 @@ def make_update_fn(
 
   When `state.health` is a `Health` (not `()`), every step also checks its
   loss, and the first step with a non-finite loss is recorded there (later
-  ones leave it as it is); `read_health` adds the parameters. The check is
+  ones leave it as it is); the runner checks the parameters itself. The check is
   one scalar test inside the compiled step; the update itself is the same
   either way, and what to do is the caller's choice.
 
