@@ -82,12 +82,14 @@ def test_atari_config_trains_two_epochs_on_envpool(config, tmp_path):
 def test_atari_on_ale_without_envpool():
   # The same settings through gymnasium's wrappers, for users without
   # envpool: the included file's bindings replace envpool's.
-  for config, include, shape in (
-    ('dqn', 'ale_env', (4, 84, 84)),
-    ('r2d2', 'ale_rgb_env', (84, 84, 3)),
+  # (CI-sized: the shipped 1M-item replay of stacked frames is 26 GiB.)
+  for config, include, agent_name, shape in (
+    ('dqn', 'ale_env', 'ReplayValueAgent', (4, 84, 84)),
+    ('r2d2', 'ale_rgb_env', 'R2D2', (84, 84, 3)),
   ):
     configurables.parse(
-      [f'atari/{config}'], [f"include 'atari/common/{include}.gin'"]
+      [f'atari/{config}'],
+      [f"include 'atari/common/{include}.gin'", *_ci_sized(agent_name)],
     )
     if HAS_ALE:
       agent = configurables.train_rl(output_dir=None, build_only=True)
