@@ -302,9 +302,11 @@ def test_cli_refuses_a_continuous_env(tmp_path):
 
 
 def test_learns_cartpole():
-  # A small budget (14k env steps) with a lower bar than the benchmark's 475:
-  # the best of the greedy evals every 2k steps from 4k on. Six seeds
-  # reached >= 150 (best 197..500) when this was tuned.
+  # A small budget (26k env steps) with a lower bar than the benchmark's 475:
+  # the best of the greedy evals every 2k steps from 4k on. The float bits,
+  # and so the run, depend on the CPU's instruction set: at 14k steps seed 0
+  # passed on one machine and peaked at 103 on a 2-CPU AMD EPYC (AVX2).
+  # There, with 26k steps, seeds 0-3 peaked at 167, 500, 500 and 465.
   t = task.RLTask(
     'CartPole-v1', initial_trajectories=0, n_envs=8, gamma=0.99, seed=0
   )
@@ -330,7 +332,7 @@ def test_learns_cartpole():
   )
   agent.run(4)
   evals = []
-  for _ in range(6):
+  for _ in range(12):
     agent.run(4)
     evals.append(evaluation.evaluate(agent, 8)['return']['mean'])
   assert max(evals) >= 150, evals

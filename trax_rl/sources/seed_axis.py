@@ -92,9 +92,19 @@ def place(tree: Any, placement: jax.sharding.Sharding | None) -> Any:
   """`tree` on the seed axis' devices, in buffers nobody else holds.
 
   Sources donate the learner to their compiled calls, so a buffer shared
-  with the caller would be deleted under it.
+  with the caller would be deleted under it. Weakly typed leaves (gymnax
+  resets set `time = 0`) become strong, as a checkpoint restores them: a
+  fresh run and a resumed one then compile the same program, and the
+  resumed run loads it from the compilation cache.
   """
+  tree = jax.tree.map(_strong, tree)
   return jax.device_put(tree, placement, may_alias=False)
+
+
+def _strong(x: Any) -> Any:
+  if isinstance(x, jax.Array) and x.weak_type:
+    return np.asarray(x)
+  return x
 
 
 def constrain(tree: Any, placement: jax.sharding.Sharding | None) -> Any:

@@ -39,12 +39,8 @@ def assert_resumes_exactly(
   )
 
   def state(agent):
-    if hasattr(agent, 'program'):  # A program agent.
-      source = agent.runner.source.state_dict()
-      return jax.tree.leaves(agent.learner) + jax.tree.leaves(source)
-    trainers = [t.state for t in agent.trainers().values()]
-    runner = agent.device_runner().state_dict()['leaves']
-    return jax.tree.leaves((trainers, agent.device_learner())) + runner
+    source = agent.runner.source.state_dict()
+    return jax.tree.leaves(agent.learner) + jax.tree.leaves(source)
 
   for a, b in zip(state(straight), state(resumed), strict=True):
     np.testing.assert_array_equal(a, b)
