@@ -39,6 +39,9 @@ if not os.environ.get(_SHARED):
   os.environ[_SHARED] = tempfile.mkdtemp(prefix='trax_rl_xla_')
   atexit.register(shutil.rmtree, os.environ[_SHARED], ignore_errors=True)
 _CACHE = os.environ[_SHARED]
+# compile_cache.enable's settings, set here rather than through it: enable
+# keeps a cache folder JAX already has (JAX_COMPILATION_CACHE_DIR), and the
+# tests must never read or fill the user's.
 jax.config.update('jax_compilation_cache_dir', _CACHE)
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
 jax.config.update('jax_compilation_cache_max_size', compile_cache.MAX_BYTES)
